@@ -1,0 +1,93 @@
+"""feedback_summary (DOLPHIN 3.3): improvement / maintenance / decline against the baseline.
+Effective ideas go into the next round's idea prompt; ineffective ones into the idea bank."""
+
+import dagster as dg
+import polars as pl
+
+from assets.checks import E, expectation_check
+from assets.partitions import round_key_of, round_x_topic, topic_in
+from assets.report import md_table
+from assets.topic import topic_spec
+from assets.verdicts import judge
+from resources.store import Store
+from resources.tracker import Tracker
+from schemas.frames import from_frame, to_frame
+from schemas.records import Feedback, FilteredIdea, RunResult
+
+VERDICTS = ["improvement", "maintenance", "decline", "failed"]
+
+
+def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
+              tolerance: float) -> list[Feedback]:
+    by_id = {r.idea_id: r for r in results}
+    out = []
+    for i in ideas:
+        if not i.kept:
+            continue
+        r = by_id.get(i.idea_id)
+        if r is None:
+            verdict, reason, value = "failed", "no run result (planning or patching did not finish)", None
+        elif r.status != "success":
+            verdict, reason, value = "failed", f"{r.status}: {r.reason}", None
+        else:
+            value = r.metric_value
+            verdict, reason = judge(value, baseline, goal, tolerance)
+        out.append(Feedback(idea_id=i.idea_id, name=i.name, title=i.title, summary=i.summary, verdict=verdict,
+                            reason=reason, metric_value=value, baseline_value=baseline,
+                            delta=None if value is None else round(value - baseline, 6),
+                            effective=verdict == "improvement"))
+    return out
+
+
+def progress_rows(store: Store, topic: str) -> list[dict]:
+    """Round-over-round numbers of a topic from its stored feedback."""
+    rows = []
+    for rk in store.rounds("feedback_summary", topic):
+        fb = from_frame(store.read("feedback_summary", topic, rk), Feedback)
+        vals = [f.metric_value for f in fb if f.metric_value is not None]
+        rows.append({"round": rk, "ideas": len(fb), "improvement": sum(f.verdict == "improvement" for f in fb),
+                     "maintenance": sum(f.verdict == "maintenance" for f in fb),
+                     "decline": sum(f.verdict == "decline" for f in fb), "failed": sum(f.verdict == "failed" for f in fb),
+                     "best": max(vals) if vals else None,
+                     "baseline": fb[0].baseline_value if fb else None})
+    return rows
+
+
+@dg.asset(
+    partitions_def=round_x_topic, group_name="round", kinds={"python", "mlflow"},
+    ins={"baseline_results": topic_in()},
+    check_specs=[dg.AssetCheckSpec("verdicts_valid", asset="feedback_summary", blocking=True,
+                                   description="each verdict is one of the four; judged ideas carry a metric")],
+    description="Per idea: improvement / maintenance / decline / failed vs baseline; the effective ideas for the next round.",
+)
+def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFrame, filtered_ideas: pl.DataFrame,
+                     baseline_results: pl.DataFrame, tracker: Tracker):
+    topic, round_key = round_key_of(context)
+    spec = topic_spec(topic)
+    base = from_frame(baseline_results, RunResult)[0]
+    if base.metric_value is None:
+        raise ValueError(f"the baseline of {topic} has no {spec.metric.name}: {base.reason}")
+    rows = summarise(from_frame(filtered_ideas, FilteredIdea), from_frame(run_results, RunResult),
+                     base.metric_value, spec.metric.goal, spec.metric.tolerance)
+    df = to_frame(rows, Feedback)
+    check = expectation_check("verdicts_valid", df.with_columns(
+        judged_has_metric=(pl.col("verdict") == "failed") | pl.col("metric_value").is_not_null()), [
+        E("ExpectColumnValuesToBeInSet", column="verdict", value_set=VERDICTS),
+        E("ExpectColumnValuesToBeInSet", column="judged_has_metric", value_set=[True]),
+    ], asset_key="feedback_summary")
+    counts = {v: sum(r.verdict == v for r in rows) for v in VERDICTS}
+    tracker.close_round(tracker.round_run(topic, round_key),
+                        {f"n_{k}": v for k, v in counts.items()} | {"baseline": base.metric_value})
+    history = progress_rows(Store(), topic) + [{"round": round_key, "ideas": len(rows), **counts,
+                                               "best": max((r.metric_value for r in rows if r.metric_value is not None), default=None),
+                                               "baseline": base.metric_value}]
+    history = list({h["round"]: h for h in history}.values())
+    return dg.MaterializeResult(value=df, check_results=[check], metadata={
+        **counts, "improvement_rate": dg.MetadataValue.float(counts["improvement"] / len(rows) if rows else 0.0),
+        "baseline": dg.MetadataValue.float(float(base.metric_value)),
+        "effective_ideas": dg.MetadataValue.json([r.idea_id for r in rows if r.effective]),
+        "verdicts": dg.MetadataValue.md(md_table([r.model_dump() for r in rows],
+                                                 ["idea_id", "verdict", "metric_value", "baseline_value", "delta", "reason"])),
+        "rounds": dg.MetadataValue.md(md_table(history, ["round", "ideas", "improvement", "maintenance", "decline",
+                                                         "failed", "best", "baseline"])),
+    })

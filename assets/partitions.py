@@ -1,0 +1,24 @@
+"""One partition = one topic x one round. Keys look like 'r1|pointcloud_classification'
+(Dagster orders the dimensions by name)."""
+import dagster as dg
+
+topic_partitions = dg.DynamicPartitionsDefinition(name="topics")
+round_partitions = dg.DynamicPartitionsDefinition(name="rounds")
+round_x_topic = dg.MultiPartitionsDefinition({"topic": topic_partitions, "round": round_partitions})
+
+# multi-partitioned assets read the topic-level assets of their topic
+TOPIC_OF_ROUND = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="topic")
+
+
+def topic_in(**kw) -> dg.AssetIn:
+    return dg.AssetIn(partition_mapping=TOPIC_OF_ROUND, **kw)
+
+
+def round_key_of(context) -> tuple[str, str]:
+    """(topic, round) of a topic x round asset's partition."""
+    d = context.partition_key.keys_by_dimension
+    return d["topic"], d["round"]
+
+
+def multi_key(topic: str, round_key: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"topic": topic, "round": round_key})

@@ -1,0 +1,178 @@
+"""experiment_plans, patched_code and run_results (DOLPHIN 3.2): plan each kept idea, edit a
+copy of the reference file, run it sandboxed and repair it from its traceback."""
+
+import dagster as dg
+import polars as pl
+
+from assets.checks import E, expectation_check
+from assets.experimenting import OUT_DIR, run_with_repair
+from assets.partitions import round_key_of, round_x_topic
+from assets.patching import apply_edit, status_of
+from assets.prompts import patching as patch_prompts
+from assets.prompts import plans as plan_prompts
+from assets.report import md_table, usage_metadata
+from assets.topic import topic_spec
+from resources.llm import LLM
+from resources.paths import under_home
+from resources.runner import Runner, prepare_workspace
+from resources.tracker import Tracker
+from schemas.frames import from_frame, to_frame
+from schemas.llm_outputs import PlanDraft
+from schemas.records import ExperimentPlan, FilteredIdea, Patch, RunResult
+from schemas.topic import TopicSpec
+
+
+def make_plan(spec: TopicSpec, code: str, idea: FilteredIdea, llm: LLM) -> ExperimentPlan:
+    res = llm.complete(plan_prompts.plan(code, spec.metric.name, idea.name, idea.title, idea.experiment, idea.summary),
+                       stage="experiment_plans", schema=PlanDraft, max_tokens=400)
+    if not res.ok:  # a plan is a refinement: fall back to the idea's own experiment text
+        return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment], location="",
+                              evaluation=spec.metric.name, expected_effect="", error=res.error)
+    p: PlanDraft = res.value
+    return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=p.changes or [idea.experiment],
+                          location=p.location, evaluation=p.evaluation, expected_effect=p.expected_effect)
+
+
+def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan, llm: LLM, runner) -> Patch:
+    fmt = llm.resolved_edit_format()
+    res = llm.complete(patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes),
+                       stage="patched_code", parse=lambda t: apply_edit(code, t, fmt, spec.code),
+                       max_tokens=2500 if fmt == "whole" else 900)
+    if not res.ok:
+        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status_of(res.error), reason=res.error)
+    patch = Patch(idea_id=idea.idea_id, edit_format=fmt, status="ok", diff=res.value.diff, code=res.value.code,
+                  compiles=True)
+    if spec.check:  # quick dry run in the sandbox: does it import and start?
+        ws = under_home("workspaces", spec.name, idea.round, idea.name, "check")
+        prepare_workspace(spec.path, ws)
+        (ws / spec.code).write_text(patch.code)
+        r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
+                       memory_mb=spec.budget.memory_mb)
+        patch.imports_ok = r.exit_code == 0 and not r.timed_out
+        if not patch.imports_ok:
+            patch.reason = "self-check failed: " + (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]
+    return patch
+
+
+def kept_ideas(df: pl.DataFrame) -> list[FilteredIdea]:
+    return [i for i in from_frame(df, FilteredIdea) if i.kept]
+
+
+@dg.asset(
+    partitions_def=round_x_topic, group_name="round", kinds={"python"},
+    check_specs=[dg.AssetCheckSpec("plans_complete", asset="experiment_plans", blocking=True,
+                                   description="one plan with at least one change per kept idea")],
+    description="One detailed experiment plan per surviving idea.",
+)
+def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataFrame, llm: LLM):
+    topic, _ = round_key_of(context)
+    spec = topic_spec(topic)
+    code = spec.code_path.read_text()
+    n0 = len(llm.calls())
+    plans = llm.map(lambda i: make_plan(spec, code, i, llm), kept_ideas(filtered_ideas))
+    df = to_frame(plans, ExperimentPlan)
+    check = expectation_check("plans_complete", df.with_columns(n_changes=pl.col("changes").list.len()), [
+        E("ExpectColumnValuesToBeUnique", column="idea_id"),
+        E("ExpectColumnValuesToBeBetween", column="n_changes", min_value=1),
+    ], asset_key="experiment_plans")
+    return dg.MaterializeResult(value=df, check_results=[check], metadata={
+        "count": len(plans), "fallbacks": sum(p.error is not None for p in plans),
+        "plans": dg.MetadataValue.md(md_table([{**p.model_dump(), "changes": "; ".join(p.changes)} for p in plans],
+                                              ["name", "changes", "location", "expected_effect", "error"])),
+        **usage_metadata(llm.calls()[n0:]),
+    })
+
+
+@dg.asset(
+    partitions_def=round_x_topic, group_name="round", kinds={"python"},
+    check_specs=[dg.AssetCheckSpec("patches_compile", asset="patched_code", blocking=True,
+                                   description="every applied patch compiles and changes the file")],
+    description="Per idea: the edit (diff), the patched file and its self-check.",
+)
+def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFrame, filtered_ideas: pl.DataFrame,
+                 llm: LLM, runner: Runner):
+    topic, _ = round_key_of(context)
+    spec = topic_spec(topic)
+    code = spec.code_path.read_text()
+    ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
+    n0 = len(llm.calls())
+    patches = []
+    for plan in from_frame(experiment_plans, ExperimentPlan):
+        p = make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner)
+        context.log.info(f"{plan.name}: {p.status}" + (f" ({p.reason})" if p.reason else ""))
+        patches.append(p)
+    df = to_frame(patches, Patch)
+    check = expectation_check("patches_compile", df.with_columns(
+        ok_compiles=(pl.col("status") != "ok") | (pl.col("compiles") & (pl.col("diff").str.len_chars() > 0))), [
+        E("ExpectColumnValuesToBeInSet", column="status",
+          value_set=["ok", "no_op", "not_applied", "syntax_error", "llm_failed"]),
+        E("ExpectColumnValuesToBeInSet", column="ok_compiles", value_set=[True]),
+    ], asset_key="patched_code")
+    return dg.MaterializeResult(value=df, check_results=[check], metadata={
+        "applied": sum(p.status == "ok" for p in patches), "failed": sum(p.status != "ok" for p in patches),
+        "edit_format": llm.resolved_edit_format(),
+        "patches": dg.MetadataValue.md(md_table([{**p.model_dump(), "diff_lines": p.diff.count("\n")} for p in patches],
+                                                ["idea_id", "status", "diff_lines", "imports_ok", "reason"])),
+        **usage_metadata(llm.calls()[n0:]),
+    })
+
+
+def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner, tracker: Tracker,
+             parent_run: str | None, log) -> RunResult:
+    if patch.status == "no_op":
+        return RunResult(idea_id=patch.idea_id, status="not_implemented", reason=patch.reason)
+    if patch.status != "ok":
+        return RunResult(idea_id=patch.idea_id, status="failed", reason=f"patch {patch.status}: {patch.reason}")
+    workdir = under_home("workspaces", spec.name, idea.round, idea.name)
+    result = run_with_repair(spec, patch.code, runner=runner, llm=llm, workdir=workdir, idea_id=patch.idea_id,
+                             title=idea.title, max_repairs=spec.budget.debug_attempts,
+                             edit_format=patch.edit_format, log=log)
+    if result.mlflow_run_id is None:
+        texts = {"patch.diff": patch.diff, "final_experiment.py": result.final_code}
+        for a in result.attempts:
+            texts[f"attempt-{a.attempt}/stderr_tail.txt"] = a.stderr_tail
+            texts[f"attempt-{a.attempt}/stdout_tail.txt"] = a.stdout_tail
+            texts[f"attempt-{a.attempt}/fix.diff"] = a.fix_diff
+        result.mlflow_run_id = tracker.log_run(
+            spec.name, idea.name, {"researchloop.idea_id": idea.idea_id, "researchloop.round": idea.round,
+                                   "researchloop.kind": "idea"},
+            params={"idea_id": idea.idea_id, "title": idea.title, "edit_format": patch.edit_format,
+                    "attempts": result.n_attempts, "status": result.status},
+            metrics=result.metrics, texts=texts, parent_id=parent_run, failed=result.status != "success")
+    return result
+
+
+@dg.asset(
+    partitions_def=round_x_topic, group_name="round", kinds={"python", "mlflow"},
+    check_specs=[dg.AssetCheckSpec("success_has_metrics", asset="run_results", blocking=True,
+                                   description="a run claiming success reports the topic's metric")],
+    description="Per idea: every attempt (command, exit, traceback frames, local code structure, fix) and the final metrics.",
+)
+def run_results(context: dg.AssetExecutionContext, patched_code: pl.DataFrame, filtered_ideas: pl.DataFrame,
+                llm: LLM, runner: Runner, tracker: Tracker):
+    topic, round_key = round_key_of(context)
+    spec = topic_spec(topic)
+    ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
+    parent = tracker.round_run(topic, round_key)
+    n0 = len(llm.calls())
+    results = []
+    for patch in from_frame(patched_code, Patch):
+        try:
+            r = run_idea(spec, patch, ideas_by_id[patch.idea_id], llm, runner, tracker, parent, context.log.info)
+        except Exception as e:  # one idea's crash never fails the round
+            context.log.exception(f"{patch.idea_id} crashed")
+            r = RunResult(idea_id=patch.idea_id, status="failed", reason=f"{type(e).__name__}: {e}")
+        results.append(r)
+    df = to_frame(results, RunResult)
+    check = expectation_check("success_has_metrics", df.with_columns(
+        success_has_metric=(pl.col("status") != "success") | pl.col("metric_value").is_not_null()), [
+        E("ExpectColumnValuesToBeInSet", column="status", value_set=["success", "failed", "not_implemented"]),
+        E("ExpectColumnValuesToBeInSet", column="success_has_metric", value_set=[True]),
+    ], asset_key="run_results")
+    return dg.MaterializeResult(value=df, check_results=[check], metadata={
+        "succeeded": sum(r.status == "success" for r in results), "failed": sum(r.status == "failed" for r in results),
+        "attempts": sum(r.n_attempts for r in results), "mlflow_round_run": parent or "",
+        "results": dg.MetadataValue.md(md_table([r.model_dump() for r in results],
+                                                ["idea_id", "status", "n_attempts", "metric_value", "reason", "mlflow_run_id"])),
+        **usage_metadata(llm.calls()[n0:]),
+    })

@@ -1,0 +1,43 @@
+"""The Dagster code location: `pipelines.definitions:defs`."""
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from assets import ALL_ASSETS
+from pipelines.jobs import research_round_job, topic_setup_job
+from pipelines.sensors import round_sensor, topic_sensor
+from resources.embedder import Embedder
+from resources.literature import Literature
+from resources.llm import LLM
+from resources.local_llm import LocalLLM
+from resources.runner import Runner
+from resources.store import RecordIOManager
+from resources.tracker import Tracker
+
+
+def _env(name: str, default: str = ""):
+    """dg.EnvVar when the variable is set (so the UI shows where a value came from), else a default."""
+    return dg.EnvVar(name) if os.environ.get(name) else default
+
+
+def build_resources() -> dict:
+    local = LocalLLM(model=os.environ.get("RESEARCHLOOP_LOCAL_MODEL", "qwen2.5-coder-1.5b"))
+    return {
+        "llm": LLM(base_url=_env("OPENAI_BASE_URL"), api_key=_env("OPENAI_API_KEY"),
+                   model=_env("RESEARCHLOOP_MODEL"), local_llm=local),
+        "embedder": Embedder(model=_env("RESEARCHLOOP_EMBEDDER")),
+        "literature": Literature(corpus=_env("RESEARCHLOOP_CORPUS")),
+        "runner": Runner(sandbox=os.environ.get("RESEARCHLOOP_UNSANDBOXED", "") != "1"),
+        "tracker": Tracker(tracking_uri=_env("MLFLOW_TRACKING_URI")),
+        "io_manager": RecordIOManager(),
+    }
+
+
+defs = dg.Definitions(
+    assets=ALL_ASSETS,
+    jobs=[topic_setup_job, research_round_job],
+    sensors=[topic_sensor, round_sensor],
+    resources=build_resources(),
+)

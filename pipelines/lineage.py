@@ -1,0 +1,70 @@
+"""Record-level lineage: topic -> papers -> idea -> filter -> plan -> patch -> attempts ->
+verdict -> the later ideas that built on it, read from the stored records."""
+from __future__ import annotations
+
+from resources.store import Store, round_number
+from schemas.frames import from_frame
+from schemas.records import ExperimentPlan, Feedback, FilteredIdea, PaperScore, Patch, RunResult
+
+
+def _find(store: Store, asset: str, model, topic: str, round_key: str, idea_id: str):
+    df = store.read(asset, topic, round_key)
+    if df is None:
+        return None
+    return next((r for r in from_frame(df, model) if r.idea_id == idea_id), None)
+
+
+def idea_lineage(idea_id: str, store: Store | None = None) -> str:
+    store = store or Store()
+    try:
+        topic, round_key, _ = idea_id.split("/")
+        round_number(round_key)
+    except ValueError:
+        return f"unknown idea {idea_id!r}: ids look like <topic>/<round>/<name>"
+    idea = _find(store, "filtered_ideas", FilteredIdea, topic, round_key, idea_id)
+    if idea is None:
+        return f"unknown idea {idea_id!r}: not in filtered_ideas of {round_key}|{topic}"
+    out = [f"# {idea.idea_id}: {idea.title}", f"topic {topic}, round {round_key}, source {idea.source}",
+           f"summary: {idea.summary}", f"experiment: {idea.experiment}", ""]
+    ranks = store.read("paper_rankings", topic, round_key)
+    scores = {s.paper_id: s for s in from_frame(ranks, PaperScore)} if ranks is not None else {}
+    out.append("## inspired by papers")
+    for pid in idea.inspired_by_papers or []:
+        s = scores.get(pid)
+        out.append(f"- {pid}: {s.title if s else ''} (score {s.score if s else '?'}, {s.reason if s else ''})")
+    if not idea.inspired_by_papers:
+        out.append("- (none cited)")
+    out.append("## builds on earlier ideas")
+    out += [f"- {b}" for b in idea.builds_on_ideas] or ["- (none)"]
+    out += ["## filter", f"- max similarity to the idea bank {idea.max_similarity:.3f} (nearest: {idea.nearest_bank_idea})",
+            f"- independent: {idea.independent}; novel: {idea.novel} ({idea.novelty_reason})",
+            f"- novelty evidence: {', '.join(idea.novelty_evidence) or '(none)'}",
+            f"- kept: {idea.kept}" + (f" - dropped: {idea.drop_reason}" if idea.drop_reason else "")]
+    plan = _find(store, "experiment_plans", ExperimentPlan, topic, round_key, idea_id)
+    if plan:
+        out += ["## plan"] + [f"- {c}" for c in plan.changes] + [f"- where: {plan.location}",
+                                                                   f"- expected: {plan.expected_effect}"]
+    patch = _find(store, "patched_code", Patch, topic, round_key, idea_id)
+    if patch:
+        out += ["## patch", f"- {patch.edit_format}: {patch.status} {patch.reason or ''}".rstrip(), patch.diff[:3000]]
+    run = _find(store, "run_results", RunResult, topic, round_key, idea_id)
+    if run:
+        out.append(f"## attempts ({run.status}; MLflow run {run.mlflow_run_id})")
+        for a in run.attempts:
+            out.append(f"- attempt {a.attempt}: exit {a.exit_code}, {a.duration_s:.1f}s, "
+                       + (f"error: {a.error}" if a.error else f"metrics {a.metrics}")
+                       + (f"; fix: {a.fix_status}" if a.fix_status else ""))
+            for fr in a.frames:
+                out.append(f"    {fr.file}:{fr.line} in {fr.function}: {fr.code}")
+    fb = _find(store, "feedback_summary", Feedback, topic, round_key, idea_id)
+    if fb:
+        out += ["## verdict", f"- {fb.verdict}: {fb.metric_value} vs baseline {fb.baseline_value} ({fb.reason})"]
+    later = []
+    for rk in store.rounds("filtered_ideas", topic):
+        if round_number(rk) <= round_number(round_key):
+            continue
+        later += [i.idea_id for i in from_frame(store.read("filtered_ideas", topic, rk), FilteredIdea)
+                  if idea_id in i.builds_on_ideas]
+    out.append("## later ideas that built on it")
+    out += [f"- {x}" for x in later] or ["- (none yet)"]
+    return "\n".join(out)

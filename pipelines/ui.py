@@ -1,0 +1,43 @@
+"""`make ui`: `dagster dev` (webserver + daemon) on 127.0.0.1 with DAGSTER_HOME=dagster_home.
+
+Started from a background shell, SIGINT may be ignored; handlers are reset to their defaults
+so Ctrl-C and SIGTERM stop the webserver and daemon, and the embedded LLM server (if a step
+started one) is stopped afterwards."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from resources.paths import REPO_ROOT
+
+
+def main() -> int:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    env = dict(os.environ)
+    env.setdefault("DAGSTER_HOME", str(REPO_ROOT / "dagster_home"))
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    port = env.get("RESEARCHLOOP_UI_PORT", "3000")
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
+           "-h", "127.0.0.1", "-p", port]
+    print(f"Dagster UI: http://127.0.0.1:{port}  (DAGSTER_HOME={env['DAGSTER_HOME']}; Ctrl-C to stop)", flush=True)
+    child = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env)
+
+    def forward(signum, _frame):
+        child.send_signal(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, forward)
+    try:
+        code = child.wait()
+    finally:
+        from resources.local_llm import stop_server
+
+        stop_server()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

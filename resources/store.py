@@ -1,0 +1,89 @@
+"""Stored values: every asset's records as Parquet under $DAGSTER_HOME/storage/, laid out
+  storage/<asset>/<topic>.parquet            (topic-partitioned assets)
+  storage/<asset>/<topic>/<round>.parquet    (topic x round assets)
+`RecordIOManager` writes and loads them for Dagster; `Store` reads the same files for the
+steps that look across rounds (ideas, feedback) and for the CLI (lineage, status)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+from pydantic import Field
+
+from resources.paths import dagster_home
+
+
+def round_number(round_key: str) -> int:
+    if not (round_key.startswith("r") and round_key[1:].isdigit()):
+        raise ValueError(f"round keys look like r1, r2, ...; got {round_key!r}")
+    return int(round_key[1:])
+
+
+class Store:
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root else dagster_home() / "storage"
+
+    def path(self, asset: str, topic: str, round_key: str | None = None) -> Path:
+        if round_key is None:
+            return self.root / asset / f"{topic}.parquet"
+        return self.root / asset / topic / f"{round_key}.parquet"
+
+    def write(self, df: pl.DataFrame, asset: str, topic: str, round_key: str | None = None) -> Path:
+        p = self.path(asset, topic, round_key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(".tmp.parquet")
+        df.write_parquet(tmp)
+        tmp.replace(p)
+        return p
+
+    def read(self, asset: str, topic: str, round_key: str | None = None) -> pl.DataFrame | None:
+        p = self.path(asset, topic, round_key)
+        return pl.read_parquet(p) if p.exists() else None
+
+    def rounds(self, asset: str, topic: str) -> list[str]:
+        d = self.root / asset / topic
+        if not d.is_dir():
+            return []
+        keys = [p.stem for p in d.glob("r*.parquet") if p.stem[1:].isdigit()]
+        return sorted(keys, key=round_number)
+
+    def topics(self, asset: str = "topic_brief") -> list[str]:
+        d = self.root / asset
+        return sorted(p.stem for p in d.glob("*.parquet")) if d.is_dir() else []
+
+
+def split_partition_key(key) -> tuple[str, str | None]:
+    """(topic, round) from a Dagster partition key: 'pointcloud' or 'r1|pointcloud'."""
+    if isinstance(key, dg.MultiPartitionKey):
+        d = key.keys_by_dimension
+        return d["topic"], d["round"]
+    if "|" in str(key):  # dimensions are ordered by name: round|topic
+        round_key, topic = str(key).split("|", 1)
+        return topic, round_key
+    return str(key), None
+
+
+class RecordIOManager(dg.ConfigurableIOManager):
+    root: str = Field("", description="empty: $DAGSTER_HOME/storage")
+
+    def _store(self) -> Store:
+        return Store(self.root or None)
+
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
+        if obj is None:
+            return
+        if not isinstance(obj, pl.DataFrame):
+            raise TypeError(f"{context.asset_key.to_user_string()} must be a polars DataFrame, got {type(obj)}")
+        topic, round_key = split_partition_key(context.asset_partition_key)
+        p = self._store().write(obj, context.asset_key.path[-1], topic, round_key)
+        context.add_output_metadata({"path": dg.MetadataValue.path(str(p))})
+
+    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
+        topic, round_key = split_partition_key(context.asset_partition_key)
+        asset = context.asset_key.path[-1]
+        df = self._store().read(asset, topic, round_key)
+        if df is None:
+            raise FileNotFoundError(f"{asset} has no stored value for {context.asset_partition_key}; "
+                                    "materialise it first")
+        return df

@@ -1,0 +1,57 @@
+"""What the LLM is asked to return, as pydantic models (their JSON schema is sent as
+`response_format`). Categories instead of numbers where the small local model cannot grade."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskAttributes(_Strict):
+    task: str = Field(description="the task in a few words")
+    input: str = Field(description="what the model receives")
+    output: str = Field(description="what the model predicts")
+    domain: str = Field(description="research field")
+    evaluation: str = Field(description="how results are measured")
+    search_query: str = Field(description="a short literature search query for this task")
+
+
+Relevance = Literal["same_task", "neighbouring_task", "same_field_other_task", "unrelated"]
+AttributeMatch = Literal["input_and_output_match", "only_input_matches", "only_output_matches", "neither_matches"]
+
+
+class PaperJudgement(_Strict):
+    paper_task: str = Field(description="the task the paper addresses, in a few words")
+    relevance: Relevance
+    attribute_match: AttributeMatch
+    reason: str = Field(description="one short sentence")
+
+
+class IdeaDraft(_Strict):
+    Name: str = Field(description="short snake_case identifier")
+    Title: str
+    Experiment: str = Field(description="what to change in the code and how to test it")
+    Summary: str = Field(description="two or three sentences")
+    References: list[int] = Field(default_factory=list, description="numbers of the papers used")
+    Builds_on: list[str] = Field(default_factory=list, description="Names of earlier effective ideas it extends")
+
+
+class IdeaList(_Strict):
+    ideas: list[IdeaDraft]
+
+
+class NoveltyJudgement(_Strict):
+    decision: Literal["novel", "not_novel"]
+    closest_paper: int = Field(description="number of the closest paper, 0 if none")
+    reason: str
+
+
+class PlanDraft(_Strict):
+    changes: list[str] = Field(description="the concrete code changes, one per item")
+    location: str = Field(description="functions or classes to edit")
+    evaluation: str = Field(description="how the result is measured")
+    expected_effect: str

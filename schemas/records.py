@@ -1,0 +1,146 @@
+"""The records each asset stores (one row per paper / idea / attempt ...).
+
+Ids are stable and human readable so a user can follow an idea through the loop:
+`idea_id` = "<topic>/<round>/<name>", e.g. "pointcloud_classification/r1/rotation_augment".
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Verdict = Literal["improvement", "maintenance", "decline", "failed"]
+
+
+class TopicBrief(BaseModel):
+    """topic_brief: the topic spec plus the task attributes the LLM extracted (DOLPHIN 3.1)."""
+    topic: str
+    title: str
+    description: str
+    metric_name: str
+    metric_goal: str
+    task: str
+    input: str
+    output: str
+    domain: str
+    evaluation: str
+    search_query: str
+    code_excerpt: str = Field("", description="head of the reference file, for prompts")
+    llm_error: str | None = None
+
+
+class Paper(BaseModel):
+    paper_id: str
+    title: str
+    abstract: str
+    year: int | None = None
+    venue: str | None = None
+    authors: list[str] = []
+    arxiv_id: str | None = None
+    source: str = "corpus"
+    query: str = ""
+    retrieval_score: float = 0.0
+
+
+class PaperScore(BaseModel):
+    paper_id: str
+    title: str
+    relevance: str          # categorical judgement (see assets/ranking.py)
+    attribute_match: str    # categorical judgement
+    score: int              # 1-10 built from the two categories
+    kept: bool              # score >= keep threshold (8)
+    reason: str
+    error: str | None = None
+
+
+class Idea(BaseModel):
+    idea_id: str
+    topic: str
+    round: str
+    name: str
+    title: str
+    experiment: str
+    summary: str
+    source: Literal["literature", "brainstorm"] = "literature"
+    inspired_by_papers: list[str] = []
+    builds_on_ideas: list[str] = []
+
+
+class FilteredIdea(Idea):
+    max_similarity: float
+    nearest_bank_idea: str | None = None
+    independent: bool
+    novel: bool | None = None
+    novelty_reason: str = ""
+    novelty_evidence: list[str] = []
+    kept: bool
+    drop_reason: str | None = None
+
+
+class ExperimentPlan(BaseModel):
+    idea_id: str
+    name: str
+    changes: list[str]
+    location: str
+    evaluation: str
+    expected_effect: str
+    error: str | None = None
+
+
+class Patch(BaseModel):
+    idea_id: str
+    edit_format: str
+    status: Literal["ok", "no_op", "not_applied", "syntax_error", "llm_failed"]
+    reason: str | None = None
+    diff: str = ""
+    code: str = ""          # the whole patched file (the next stage runs it)
+    compiles: bool = False
+    imports_ok: bool | None = None
+
+
+class TraceFrame(BaseModel):
+    file: str
+    line: int
+    function: str
+    code: str = ""
+
+
+class Attempt(BaseModel):
+    attempt: int
+    command: list[str]
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    error: str | None = None
+    frames: list[TraceFrame] = []
+    local_structure: str = ""
+    fix_status: str | None = None
+    fix_diff: str = ""
+    metrics: dict[str, float] = {}
+
+
+class RunResult(BaseModel):
+    idea_id: str
+    status: Literal["success", "failed", "not_implemented"]
+    reason: str | None = None
+    attempts: list[Attempt] = []
+    n_attempts: int = 0
+    metrics: dict[str, float] = {}
+    metric_value: float | None = None
+    final_code: str = ""
+    mlflow_run_id: str | None = None
+
+
+class Feedback(BaseModel):
+    idea_id: str
+    name: str
+    title: str
+    summary: str
+    verdict: Verdict
+    reason: str
+    metric_value: float | None
+    baseline_value: float
+    delta: float | None
+    effective: bool

@@ -1,0 +1,121 @@
+"""TopicSpec: the declarative `experiments/<topic>/topic.yaml`."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# Dagster multi-partition keys use "|" and partition ranges use "," "[" "]": keep names plain.
+TOPIC_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class TopicSpecError(ValueError):
+    """A topic folder whose topic.yaml cannot be used; the message names the field."""
+
+
+class MetricSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    goal: Literal["maximize", "minimize"]
+    tolerance: float = Field(0.0, ge=0)
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rounds: int = Field(2, ge=1)
+    ideas_per_round: int = Field(3, ge=1, le=50)
+    papers: int = Field(30, ge=1, le=500)
+    debug_attempts: int = Field(5, ge=0, le=20)
+    run_timeout_s: float = Field(300, gt=0)
+    memory_mb: int = Field(4096, ge=256)
+
+
+class TopicSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    title: str
+    description: str
+    code: str = "experiment.py"
+    run: str
+    check: str | None = Field(None, description="optional quick self-check run on every patch, "
+                              "e.g. 'python experiment.py --dry_run --out_dir {out_dir}'")
+    metric: MetricSpec
+    budget: Budget = Budget()
+    dir: str = Field("", exclude=True, description="folder holding topic.yaml (filled on load)")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if not TOPIC_NAME_RE.match(v):
+            raise ValueError("must be letters, digits, '_', '-' or '.' (no '|', ',', '[', ']' or spaces)")
+        return v
+
+    @field_validator("run")
+    @classmethod
+    def _run_has_out_dir(cls, v: str) -> str:
+        if "{out_dir}" not in v:
+            raise ValueError("must contain {out_dir}, where the script writes final_info.json")
+        return v
+
+    @property
+    def path(self) -> Path:
+        return Path(self.dir)
+
+    @property
+    def code_path(self) -> Path:
+        return self.path / self.code
+
+    def run_command(self, out_dir: str, which: str = "run") -> list[str]:
+        import shlex
+
+        return shlex.split(getattr(self, which).replace("{out_dir}", out_dir))
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        parts.append(f"field '{loc}': {e['msg']}")
+    return "; ".join(parts)
+
+
+def load_topic(folder: str | Path) -> TopicSpec:
+    """Load and validate a topic folder; raises TopicSpecError naming the bad field."""
+    folder = Path(folder).resolve()
+    f = folder / "topic.yaml"
+    if not f.is_file():
+        raise TopicSpecError(f"{folder.name}: no topic.yaml in {folder}")
+    try:
+        raw = yaml.safe_load(f.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise TopicSpecError(f"{folder.name}: topic.yaml is not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise TopicSpecError(f"{folder.name}: topic.yaml must be a mapping")
+    try:
+        spec = TopicSpec.model_validate({**raw, "dir": str(folder)})
+    except ValidationError as e:
+        raise TopicSpecError(f"{folder.name}: {_describe(e)}") from e
+    if spec.name != folder.name:
+        raise TopicSpecError(f"{folder.name}: field 'name' is '{spec.name}' but the folder is '{folder.name}'")
+    if not spec.code_path.is_file():
+        raise TopicSpecError(f"{folder.name}: field 'code': {spec.code} not found in the folder")
+    return spec
+
+
+def discover_topics(root: str | Path) -> tuple[dict[str, TopicSpec], dict[str, str]]:
+    """Every folder under root with a topic.yaml: (valid specs by name, errors by folder)."""
+    valid: dict[str, TopicSpec] = {}
+    errors: dict[str, str] = {}
+    root = Path(root)
+    if not root.is_dir():
+        return valid, errors
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and (p / "topic.yaml").exists()):
+        try:
+            spec = load_topic(d)
+            valid[spec.name] = spec
+        except TopicSpecError as e:
+            errors[d.name] = str(e)
+    return valid, errors

@@ -1,0 +1,46 @@
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A private DAGSTER_HOME and experiments root holding the toy topic."""
+    dh = tmp_path / "dagster_home"
+    dh.mkdir()
+    ex = tmp_path / "experiments"
+    shutil.copytree(FIXTURES / "toy_classification", ex / "toy_classification")
+    monkeypatch.setenv("DAGSTER_HOME", str(dh))
+    monkeypatch.setenv("RESEARCHLOOP_EXPERIMENTS", str(ex))
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RESEARCHLOOP_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def fake_llm():
+    from tests.fake_llm import FakeLLMServer
+
+    with FakeLLMServer() as server:
+        yield server
+
+
+def make_resources(base_url: str, model: str = "fake-model") -> dict:
+    from resources.embedder import Embedder
+    from resources.literature import Literature
+    from resources.llm import LLM
+    from resources.runner import Runner
+    from resources.store import RecordIOManager
+    from resources.tracker import Tracker
+
+    return {
+        "llm": LLM(base_url=base_url, api_key="sk-test", model=model, edit_format="whole", max_retries=1),
+        "embedder": Embedder(), "literature": Literature(), "runner": Runner(), "tracker": Tracker(),
+        "io_manager": RecordIOManager(),
+    }

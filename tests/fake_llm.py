@@ -1,0 +1,123 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1 for fast tests.
+
+It answers like a well-behaved model for each stage (recognised by the JSON schema name or
+the prompt), with a few deliberate faults so the error paths run for real: one idea's patch
+has a bug the debugging stage must fix, and one idea's patch answers are always malformed."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FENCE = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def _code_in(messages) -> str:
+    for m in messages:
+        hit = FENCE.search(m["content"])
+        if hit:
+            return hit.group(1)
+    return ""
+
+
+class Script:
+    """Decides the answer for one request; counts requests per stage."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def count(self, stage: str) -> None:
+        with self.lock:
+            self.counts[stage] = self.counts.get(stage, 0) + 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def answer(self, req: dict) -> str:
+        msgs = req["messages"]
+        user = msgs[-1]["content"]
+        fmt = req.get("response_format") or {}
+        name = fmt.get("json_schema", {}).get("name") if fmt else None
+        self.count(name or "text")
+        if name == "TaskAttributes":
+            return json.dumps({"task": "point cloud classification", "input": "3D point sets",
+                               "output": "class label", "domain": "3D vision",
+                               "evaluation": "accuracy", "search_query": "point cloud shape classification"})
+        if name == "PaperJudgement":
+            paper = user.split("\n", 1)[0].lower()
+            same = "point" in paper and ("classif" in paper or "pointnet" in paper or "set" in paper)
+            return json.dumps({"paper_task": "shape classification" if same else "other",
+                               "relevance": "same_task" if same else "unrelated",
+                               "attribute_match": "input_and_output_match" if same else "neither_matches",
+                               "reason": "matches" if same else "different task"})
+        if name == "IdeaList":
+            n = int(re.search(r"Propose (\d+) different ideas", user).group(1))
+            rnd = user.count("\n- ") + 1  # more earlier ideas in later rounds -> different names
+            ideas = [
+                {"Name": f"negative_step_r{rnd}", "Title": f"Reverse the gradient step (round {rnd})",
+                 "Experiment": "Set LR to a negative value.",
+                 "Summary": f"Flip the sign of the learning rate to test the optimiser's direction, variant {rnd}.",
+                 "References": [1], "Builds_on": []},
+                {"Name": f"longer_training_r{rnd}", "Title": "Train for more epochs",
+                 "Experiment": "Increase EPOCHS.", "Summary": "Train the logistic regression for longer so it converges.",
+                 "References": [], "Builds_on": []},
+                {"Name": f"fancy_kernel_r{rnd}", "Title": "Add an RBF kernel feature map",
+                 "Experiment": "Map inputs through random Fourier features.",
+                 "Summary": "Use random Fourier features so the linear model can draw curved boundaries.",
+                 "References": [2], "Builds_on": []},
+            ]
+            return json.dumps({"ideas": ideas[:n]})
+        if name == "NoveltyJudgement":
+            return json.dumps({"decision": "novel", "closest_paper": 1, "reason": "no paper does this"})
+        if name == "PlanDraft":
+            return json.dumps({"changes": ["edit the constants at the top"], "location": "module constants",
+                               "evaluation": "accuracy on the held-out points", "expected_effect": "better accuracy"})
+        code = _code_in(msgs)
+        if "Implement this idea" in user:
+            if "Reverse the gradient" in user:
+                return "```python\n" + code.replace("LR = 0.05", "LR = -0.05") + "```"
+            if "more epochs" in user:  # a bug the debugger must repair
+                return "```python\n" + code.replace("EPOCHS = 30", "EPOCHS = EPOCH_COUNT") + "```"
+            return "Sorry, I cannot write this code."  # malformed every time
+        if "running it failed with" in user:
+            return "```python\n" + code.replace("EPOCHS = EPOCH_COUNT", "EPOCHS = 60") + "```"
+        return "I do not understand."
+
+
+class FakeLLMServer:
+    def __init__(self):
+        self.script = Script()
+        script = self.script
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                text = script.answer(body)
+                out = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": text}}],
+                       "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+                data = json.dumps(out).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()

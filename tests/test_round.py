@@ -1,0 +1,77 @@
+"""A whole round materialised in-process: real Dagster instance, real embeddings, real
+sandboxed runs, real MLflow and GX checks; the LLM is the scripted local fake server."""
+import dagster as dg
+import pytest
+
+from assets import ALL_ASSETS, ROUND_ASSETS, TOPIC_ASSETS
+from assets.partitions import multi_key
+from resources.store import Store
+from schemas.frames import from_frame
+from schemas.records import Feedback, FilteredIdea, Patch, RunResult
+from tests.conftest import make_resources
+
+TOPIC = "toy_classification"
+
+
+def materialize_round(instance, resources, round_key: str):
+    instance.add_dynamic_partitions("rounds", [round_key])
+    return dg.materialize(ALL_ASSETS, selection=ROUND_ASSETS, partition_key=str(multi_key(TOPIC, round_key)),
+                          instance=instance, resources=resources)
+
+
+@pytest.fixture
+def topic_ready(home, fake_llm):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    resources = make_resources(fake_llm.base_url)
+    res = dg.materialize(ALL_ASSETS, selection=TOPIC_ASSETS, partition_key=TOPIC, instance=instance,
+                         resources=resources)
+    assert res.success
+    return instance, resources
+
+
+def test_whole_round_with_fake_llm(topic_ready, fake_llm):
+    instance, resources = topic_ready
+    res = materialize_round(instance, resources, "r1")
+    assert res.success
+    checks = res.get_asset_check_evaluations()
+    assert {c.asset_key.to_user_string() for c in checks} >= {a.key.to_user_string() for a in ROUND_ASSETS}
+    assert all(c.passed for c in checks), [(c.check_name, c.metadata) for c in checks if not c.passed]
+
+    store = Store()
+    patches = {p.idea_id.split("/")[-1]: p for p in from_frame(store.read("patched_code", TOPIC, "r1"), Patch)}
+    assert patches["negative_step_r1"].status == "ok" and "-LR = 0.05" in patches["negative_step_r1"].diff
+    assert patches["fancy_kernel_r1"].status == "not_applied"  # malformed answers, retried, recorded
+
+    runs = {r.idea_id.split("/")[-1]: r for r in from_frame(store.read("run_results", TOPIC, "r1"), RunResult)}
+    fixed = runs["longer_training_r1"]
+    assert fixed.status == "success" and fixed.n_attempts == 2
+    assert "NameError" in fixed.attempts[0].error and fixed.attempts[0].frames[0].file == "experiment.py"
+    assert "EPOCH_COUNT" in fixed.attempts[0].local_structure or fixed.attempts[0].frames
+    assert fixed.mlflow_run_id
+
+    fb = {f.name: f for f in from_frame(store.read("feedback_summary", TOPIC, "r1"), Feedback)}
+    assert fb["negative_step_r1"].verdict == "decline"
+    assert fb["longer_training_r1"].verdict in ("maintenance", "improvement")
+    assert fb["fancy_kernel_r1"].verdict == "failed" and "not_applied" in fb["fancy_kernel_r1"].reason
+    base = fb["negative_step_r1"].baseline_value
+    assert 0.5 < base <= 1.0
+
+    # round 2 reads round 1 through the store: the declining idea is in the bank
+    res2 = materialize_round(instance, resources, "r2")
+    assert res2.success
+    ideas_mat = instance.get_latest_materialization_event(dg.AssetKey("ideas"))
+    assert "r1|toy_classification" in str(ideas_mat.asset_materialization.metadata["reads_partitions"].value)
+    fi = from_frame(store.read("filtered_ideas", TOPIC, "r2"), FilteredIdea)
+    neg = next(i for i in fi if i.name.startswith("negative_step"))
+    assert neg.nearest_bank_idea == f"{TOPIC}/r1/negative_step_r1" and neg.max_similarity > 0.8
+    assert not neg.kept
+
+
+def test_rematerialising_makes_no_llm_call(topic_ready, fake_llm):
+    instance, resources = topic_ready
+    assert materialize_round(instance, resources, "r1").success
+    before = fake_llm.script.total
+    assert before > 0
+    assert materialize_round(instance, resources, "r1").success
+    assert fake_llm.script.total == before, fake_llm.script.counts
