@@ -214,10 +214,7 @@ class LLM(dg.ConfigurableResource):
         if self.use_cache and (hit := self.cache().get(key)) is not None:
             call.cached = True
             call.seconds = time.monotonic() - t0
-            try:
-                if hit.get("error"):  # the model's answers were unusable last time too
-                    check(hit["text"])
-                    raise ValueError(hit["error"])
+            try:  # a remembered failure stays a failure unless the parser now accepts it
                 value = check(hit["text"])
                 self._calls.append(call)
                 return LLMResult(value=value, text=hit["text"], call=call)

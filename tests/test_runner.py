@@ -281,6 +281,21 @@ def test_memory_of_the_whole_tree_is_limited(ws: Path):
 
 
 @needs_bwrap
+def test_private_tmp_counts_as_memory(ws: Path):
+    # files in the sandbox's tmpfs /tmp are RAM too: 300 MB there + 300 MB allocated > 512
+    cmd = script(ws, """
+        import time
+        with open("/tmp/fill", "wb") as f:
+            for _ in range(300):
+                f.write(b"z" * (1 << 20))
+        blob = b"x" * (300 << 20)
+        time.sleep(60)
+    """)
+    r = run_sandboxed(cmd, ws, timeout_s=30, memory_mb=512)
+    assert r.killed_reason == "memory" and r.duration_s < 15, r
+
+
+@needs_bwrap
 def test_infinite_loop_is_killed_by_timeout(ws: Path):
     cmd = script(ws, """
         import signal
