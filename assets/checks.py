@@ -20,7 +20,10 @@ def _context():
     if "ctx" not in _CTX:
         import great_expectations as gx
 
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
         ctx = gx.get_context(mode="ephemeral")
+        ctx.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
         _CTX["gx"] = gx
         _CTX["ctx"] = ctx
         _CTX["ds"] = ctx.data_sources.add_pandas(name="researchloop")

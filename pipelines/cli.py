@@ -64,7 +64,9 @@ def cmd_run(args) -> int:
             instance.add_dynamic_partitions(name, missing)
     resources = build_resources()
     llm = resources["llm"]
-    started_server = llm.is_local() and not llm.local_llm.is_running()
+    from resources.local_llm import server_status
+
+    started_server = llm.is_local() and server_status() is None
     plan = [(a, spec.name) for a in TOPIC_ASSETS] + [(a, multi_key(spec.name, rk)) for rk in rounds for a in ROUND_ASSETS]
     console.print(f"[bold]researchloop[/bold]: topic [cyan]{spec.name}[/cyan], rounds {', '.join(rounds)}, "
                   f"model {llm.model_name()} ({'local' if llm.is_local() else 'remote'}), "

@@ -1,6 +1,7 @@
-"""Stored values: every asset's records as Parquet under $DAGSTER_HOME/storage/, laid out
-  storage/<asset>/<topic>.parquet            (topic-partitioned assets)
-  storage/<asset>/<topic>/<round>.parquet    (topic x round assets)
+"""Stored values: every asset's records as Parquet under $DAGSTER_HOME/records/, laid out
+(Dagster keeps its own compute logs under $DAGSTER_HOME/storage/)
+  records/<asset>/<topic>.parquet            (topic-partitioned assets)
+  records/<asset>/<topic>/<round>.parquet    (topic x round assets)
 `RecordIOManager` writes and loads them for Dagster; `Store` reads the same files for the
 steps that look across rounds (ideas, feedback) and for the CLI (lineage, status)."""
 from __future__ import annotations
@@ -22,7 +23,7 @@ def round_number(round_key: str) -> int:
 
 class Store:
     def __init__(self, root: str | Path | None = None):
-        self.root = Path(root) if root else dagster_home() / "storage"
+        self.root = Path(root) if root else dagster_home() / "records"
 
     def path(self, asset: str, topic: str, round_key: str | None = None) -> Path:
         if round_key is None:
@@ -65,7 +66,7 @@ def split_partition_key(key) -> tuple[str, str | None]:
 
 
 class RecordIOManager(dg.ConfigurableIOManager):
-    root: str = Field("", description="empty: $DAGSTER_HOME/storage")
+    root: str = Field("", description="empty: $DAGSTER_HOME/records")
 
     def _store(self) -> Store:
         return Store(self.root or None)

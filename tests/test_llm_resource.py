@@ -1,0 +1,297 @@
+"""resources/llm.py against a tiny local OpenAI-compatible server (no model, no network)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from pydantic import BaseModel
+
+from resources.llm import LLM, PRICES, LLMCall, price_usd, strict_schema, usage_totals
+from schemas.llm_outputs import IdeaList, NoveltyJudgement
+
+GOOD = json.dumps({"decision": "novel", "closest_paper": 2, "reason": "nobody did it"})
+
+
+class QueueServer:
+    """Answers POST /v1/chat/completions with queued texts (or `respond(body)` when the queue is
+    empty); records every request body."""
+
+    def __init__(self):
+        self.answers: deque = deque()
+        self.requests: list[dict] = []
+        self.respond = lambda body: "default answer"
+        self.status = 200
+        self.lock = threading.Lock()
+        srv = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with srv.lock:
+                    srv.requests.append(body)
+                    text = srv.answers.popleft() if srv.answers else None
+                if text is None:
+                    text = srv.respond(body)
+                if srv.status != 200:
+                    out = {"error": {"message": "bad request", "type": "invalid_request_error"}}
+                else:
+                    out = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": text}}],
+                           "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+                data = json.dumps(out).encode()
+                self.send_response(srv.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def n(self) -> int:
+        return len(self.requests)
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = QueueServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def make_llm(server, tmp_path):
+    def make(**kw) -> LLM:
+        args = dict(base_url=server.base_url, api_key="x", model="m", cache_dir=str(tmp_path / "c"))
+        return LLM(**{**args, **kw})
+    return make
+
+
+MSGS = [{"role": "system", "content": "You judge novelty."}, {"role": "user", "content": "Is idea X novel?"}]
+
+
+def test_invalid_then_valid_succeeds_on_retry(server, make_llm):
+    server.answers.extend(["this is not json", GOOD])
+    llm = make_llm()
+    r = llm.complete(MSGS, stage="novelty", schema=NoveltyJudgement)
+    assert r.ok and r.error is None
+    assert isinstance(r.value, NoveltyJudgement) and r.value.closest_paper == 2
+    assert r.text == GOOD
+    assert r.call.tries == 2 and not r.call.cached and r.call.error is None
+    assert server.n == 2
+    first, retry = server.requests
+    assert first["messages"] == MSGS
+    assert first["response_format"]["type"] == "json_schema"
+    assert first["response_format"]["json_schema"]["name"] == "NoveltyJudgement"
+    # the retry shows the bad answer back with the validation error
+    assert retry["messages"][:2] == MSGS
+    assert retry["messages"][2] == {"role": "assistant", "content": "this is not json"}
+    assert retry["messages"][3]["role"] == "user"
+    assert "That answer could not be used" in retry["messages"][3]["content"]
+    assert "Invalid JSON" in retry["messages"][3]["content"]
+    # usage summed over both tries; unknown model costs nothing
+    assert (r.call.prompt_tokens, r.call.completion_tokens) == (200, 40)
+    assert r.call.cost_usd == 0.0
+    assert llm.calls() == [r.call]
+
+
+def test_schema_violation_is_retried_too(server, make_llm):
+    wrong = json.dumps({"decision": "maybe", "closest_paper": 1, "reason": "r"})  # not in the Literal
+    server.answers.extend([wrong, GOOD])
+    r = make_llm().complete(MSGS, stage="novelty", schema=NoveltyJudgement)
+    assert r.ok and r.call.tries == 2
+    assert "decision" in server.requests[1]["messages"][-1]["content"]
+
+
+def test_stays_invalid_fails_after_max_retries_and_is_remembered(server, make_llm):
+    server.respond = lambda body: "still not json"
+    llm = make_llm(max_retries=2)
+    r = llm.complete(MSGS, stage="novelty", schema=NoveltyJudgement)
+    assert not r.ok and r.value is None
+    assert server.n == 3  # max_retries + 1
+    assert r.call.tries == 3
+    assert r.error.startswith("invalid answer (try 3): ")
+    assert r.call.error == r.error
+    assert r.text == "still not json"
+    assert (r.call.prompt_tokens, r.call.completion_tokens) == (300, 60)
+
+    # the same call again: the failure comes from the cache, no new request
+    again = make_llm(max_retries=2).complete(MSGS, stage="novelty", schema=NoveltyJudgement)
+    assert server.n == 3
+    assert not again.ok and again.call.cached and again.error == r.error
+
+
+def test_success_served_from_cache_with_zero_requests(server, make_llm):
+    server.answers.append(GOOD)
+    r1 = make_llm().complete(MSGS, stage="novelty", schema=NoveltyJudgement)
+    assert r1.ok and server.n == 1
+    llm2 = make_llm()  # a fresh resource (another process) with the same cache folder
+    r2 = llm2.complete(MSGS, stage="novelty", schema=NoveltyJudgement)
+    assert server.n == 1
+    assert r2.ok and r2.call.cached and r2.value == r1.value and r2.call.tries == 0
+    assert usage_totals(llm2.calls())["llm_cached_calls"] == 1
+
+
+def test_cache_key_covers_the_request(server, make_llm):
+    server.respond = lambda body: GOOD
+    make_llm().complete(MSGS, stage="a", schema=NoveltyJudgement)
+    make_llm().complete(MSGS, stage="b", schema=NoveltyJudgement)  # stage is not part of the request
+    assert server.n == 1
+    make_llm().complete(MSGS + [{"role": "user", "content": "more"}], stage="a", schema=NoveltyJudgement)
+    make_llm(temperature=0.7).complete(MSGS, stage="a", schema=NoveltyJudgement)
+    make_llm(model="m2").complete(MSGS, stage="a", schema=NoveltyJudgement)
+    make_llm().complete(MSGS, stage="a", schema=NoveltyJudgement, max_tokens=64)
+    assert server.n == 5
+    make_llm(use_cache=False).complete(MSGS, stage="a", schema=NoveltyJudgement)
+    assert server.n == 6
+
+
+def test_transport_error_is_not_cached(server, make_llm):
+    server.status = 400  # a 4xx the openai client does not retry
+    r = make_llm().complete(MSGS, stage="x", schema=NoveltyJudgement)
+    assert not r.ok and r.error.startswith("request failed: BadRequestError")
+    assert server.n == 1 and r.call.tries == 1
+    server.status = 200
+    server.answers.append(GOOD)
+    r2 = make_llm().complete(MSGS, stage="x", schema=NoveltyJudgement)
+    assert r2.ok and not r2.call.cached and server.n == 2
+
+
+def test_free_text_with_parse(server, make_llm):
+    def parse(s: str) -> int:
+        if not s.strip().isdigit():
+            raise ValueError(f"expected a number, got {s!r}")
+        return int(s)
+
+    server.answers.extend(["seven", "7"])
+    r = make_llm().complete(MSGS, stage="n", parse=parse)
+    assert r.ok and r.value == 7 and r.call.tries == 2
+    assert "response_format" not in server.requests[0]
+    assert "expected a number, got 'seven'" in server.requests[1]["messages"][-1]["content"]
+
+
+def test_plain_text_without_schema_or_parse(server, make_llm):
+    server.answers.append("hello")
+    r = make_llm().complete(MSGS, stage="t")
+    assert r.ok and r.value == "hello" and r.call.tries == 1
+
+
+def test_cost_for_known_model(server, make_llm):
+    server.answers.append(GOOD)
+    r = make_llm(model="gpt-4o-mini").complete(MSGS, stage="novelty", schema=NoveltyJudgement)
+    assert server.requests[0]["model"] == "gpt-4o-mini"
+    assert r.call.cost_usd == pytest.approx((100 * 0.15 + 20 * 0.60) / 1e6)
+    assert r.call.cost_usd > 0
+
+
+def test_price_usd():
+    assert price_usd("gpt-4o", 1_000_000, 1_000_000) == pytest.approx(12.5)
+    assert price_usd("deepseek-chat", 2_000, 0) == pytest.approx(0.00054)
+    assert all(price_usd(m, 1000, 1000) > 0 for m in PRICES)
+    assert price_usd("qwen2.5-1.5b-instruct", 10**6, 10**6) == 0.0
+    assert price_usd("m", 10**6, 10**6) == 0.0
+
+
+def test_usage_totals():
+    calls = [LLMCall(stage="a", model="m", prompt_tokens=10, completion_tokens=5, cost_usd=0.001),
+             LLMCall(stage="a", model="m", prompt_tokens=7, completion_tokens=1, cached=True),
+             LLMCall(stage="b", model="m", error="invalid answer (try 3): x", cost_usd=0.0000004)]
+    assert usage_totals(calls) == {"llm_calls": 3, "llm_cached_calls": 1, "llm_failed_calls": 1,
+                                   "prompt_tokens": 17, "completion_tokens": 6, "cost_usd": 0.001}
+    assert usage_totals([])["llm_calls"] == 0
+
+
+def _walk(node, found):
+    if isinstance(node, dict):
+        found.append(node)
+        for v in node.values():
+            _walk(v, found)
+    elif isinstance(node, list):
+        for v in node:
+            _walk(v, found)
+    return found
+
+
+def test_strict_schema_idea_list():
+    s = strict_schema(IdeaList)
+    text = json.dumps(s)
+    assert "$ref" not in text and "$defs" not in text
+    nodes = _walk(s, [])
+    objects = [n for n in nodes if n.get("type") == "object"]
+    assert len(objects) == 2  # IdeaList and the inlined IdeaDraft
+    for o in objects:
+        assert o["required"] == list(o["properties"])
+        assert o["additionalProperties"] is False
+    assert not any("default" in n for n in nodes)
+    draft = s["properties"]["ideas"]["items"]
+    assert set(draft["properties"]) == {"Name", "Title", "Experiment", "Summary", "References", "Builds_on"}
+    assert draft["properties"]["References"] == {
+        "type": "array", "items": {"type": "integer"}, "description": "numbers of the papers used"}
+    # the strict schema still accepts what the model accepts
+    IdeaList.model_validate({"ideas": [{"Name": "a", "Title": "b", "Experiment": "c", "Summary": "d",
+                                        "References": [], "Builds_on": []}]})
+
+
+def test_strict_schema_does_not_touch_the_model():
+    before = IdeaList.model_json_schema()
+    strict_schema(IdeaList)
+    assert IdeaList.model_json_schema() == before
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: strict_schema's walk drops every dict key named 'title' or "
+                   "'default', including PROPERTIES with those names, so a model with a `title` field "
+                   "gets a schema without it (and every answer then fails validation)")
+def test_strict_schema_keeps_property_named_title():
+    class Doc(BaseModel):
+        title: str
+        default: int
+
+    s = strict_schema(Doc)
+    assert set(s["properties"]) == {"title", "default"}
+    assert s["required"] == ["title", "default"]
+
+
+def test_map_keeps_order_with_concurrency(server, make_llm):
+    def respond(body):
+        n = int(body["messages"][-1]["content"])
+        time.sleep(0.02 * (6 - n))  # the first items finish last
+        return str(n * n)
+
+    server.respond = respond
+    llm = make_llm(max_concurrency=4)
+    assert llm.concurrency() == 4
+    items = list(range(6))
+    out = llm.map(lambda i: llm.complete([{"role": "user", "content": str(i)}], stage="sq", parse=int).value, items)
+    assert out == [i * i for i in items]
+    assert server.n == 6
+    assert len(llm.calls()) == 6
+
+
+def test_map_sequential_when_concurrency_one(make_llm):
+    llm = make_llm(max_concurrency=1)
+    seen = []
+    assert llm.map(lambda x: seen.append(x) or -x, [3, 1, 2]) == [-3, -1, -2]
+    assert seen == [3, 1, 2]
+
+
+def test_remote_endpoint_settings(make_llm):
+    llm = make_llm()
+    assert not llm.is_local()
+    assert llm.model_name() == "m"
+    assert llm.resolved_edit_format() == "search_replace"
+    assert make_llm(edit_format="whole").resolved_edit_format() == "whole"
