@@ -11,9 +11,9 @@ import difflib
 import re
 from dataclasses import dataclass
 
-FENCE_RE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.S)
+FENCE_RE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 BLOCK_RE = re.compile(
-    r"<{5,9} ?SEARCH[^\n]*\n(.*?)\n?={5,9}[ \t]*\n(.*?)\n?>{5,9} ?REPLACE", re.S)
+    r"^[ \t]*<{5,}[ \t]*SEARCH[^\n]*\n(.*?)\n?^[ \t]*={5,}[ \t]*\n(.*?)\n?^[ \t]*>{5,}[ \t]*REPLACE", re.S | re.M)
 
 
 class EditError(ValueError):
@@ -34,8 +34,10 @@ def status_of(error: str | None) -> str:
 
 def extract_whole_file(text: str) -> str:
     blocks = FENCE_RE.findall(text)
-    if blocks:
-        return max(blocks, key=len).strip("\n") + "\n"
+    code = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3")] or \
+           [body for lang, body in blocks if not lang]
+    if code:
+        return max(code, key=len).strip("\n") + "\n"
     if text.lstrip().startswith(("import ", "from ", '"""', "#")):
         return text.strip("\n") + "\n"
     raise EditError("not_applied", "no ```python fenced code block with the whole file was found")
@@ -80,11 +82,22 @@ def _replace_tolerant(source: str, search: str, replace: str) -> str | None:
     return None
 
 
+def _replace_exact_lines(source: str, search: str, replace: str) -> str | None:
+    """Replace `search` where it matches whole lines exactly (never inside a line)."""
+    start = 0
+    while (i := source.find(search, start)) >= 0:
+        j = i + len(search)
+        if (i == 0 or source[i - 1] == "\n") and (j == len(source) or source[j] == "\n" or search.endswith("\n")):
+            return source[:i] + replace + source[j:]
+        start = i + 1
+    return None
+
+
 def apply_search_replace(source: str, blocks: list[tuple[str, str]]) -> str:
     out = source
     for n, (search, replace) in enumerate(blocks, 1):
-        if search and search in out:
-            out = out.replace(search, replace, 1)
+        if search and (exact := _replace_exact_lines(out, search, replace)) is not None:
+            out = exact
             continue
         if not search.strip():  # empty SEARCH: append
             out = out.rstrip("\n") + "\n" + replace + "\n"

@@ -88,13 +88,14 @@ def local_structure(frames: list[TraceFrame], workspace: str | Path, context_lin
                 nodes.append(init)
         if func is not None:
             nodes.append(func)
-        if not nodes:  # module-level code: a window around the line
+        if func is None:  # module-level or class-body code: a window around the line
             lo, hi = max(1, fr.line - context_lines), min(len(lines), fr.line + context_lines)
             key = (fr.file, lo)
             if key not in seen:
                 seen.add(key)
                 pieces.append(f"# {fr.file}, lines {lo}-{hi}\n" + "\n".join(lines[lo - 1:hi]))
-            continue
+            if not nodes:
+                continue
         for n in nodes:
             key = (fr.file, n.lineno)
             if key in seen:

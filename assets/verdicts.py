@@ -9,11 +9,12 @@ def judge(value: float | None, baseline: float, goal: str, tolerance: float) -> 
     if value is None or not isinstance(value, (int, float)) or math.isnan(value):
         return "failed", "no valid metric"
     delta = value - baseline if goal == "maximize" else baseline - value
-    if delta > tolerance:
-        return "improvement", f"better than baseline by {abs(value - baseline):.4g} (> tolerance {tolerance})"
-    if delta < -tolerance:
-        return "decline", f"worse than baseline by {abs(value - baseline):.4g} (> tolerance {tolerance})"
-    return "maintenance", f"within tolerance {tolerance} of the baseline ({value - baseline:+.4g})"
+    eps = 1e-9  # a change of exactly the tolerance (up to float rounding) is maintenance
+    if delta > tolerance + eps:
+        return "improvement", f"better than baseline by {abs(value - baseline):.4g} (> tolerance {tolerance:g})"
+    if delta < -tolerance - eps:
+        return "decline", f"worse than baseline by {abs(value - baseline):.4g} (> tolerance {tolerance:g})"
+    return "maintenance", f"within tolerance {tolerance:g} of the baseline ({value - baseline:+.4g})"
 
 
 def parse_metrics(info: object, metric: str) -> tuple[dict[str, float], str | None]:

@@ -75,9 +75,6 @@ def test_whole_file_no_code_is_not_applied(text):
     assert str(ei.value).startswith("not_applied: ")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: FENCE_RE matches the closing fence of a non-python block "
-                   "(```bash ... ```) as an opening fence, so the prose between blocks is taken as the "
-                   "file and the real ```python block is swallowed")
 def test_whole_file_non_python_block_before_python_block():
     text = ("Run it with:\n```bash\npython experiment.py --out_dir out\n```\n"
             "The new file:\n```python\nimport os\nLR = 0.1\n```\n")
@@ -111,9 +108,7 @@ def test_parse_multiple_blocks_in_order_multiline():
     ]
 
 
-@pytest.mark.parametrize("n", [7, 8, 9, pytest.param(10, marks=pytest.mark.xfail(
-    strict=True, reason="BUG (minor): BLOCK_RE accepts 10+ '<' (unanchored) but '={5,9}' then leaves "
-    "one '=' / '>' inside the SEARCH / REPLACE text: ('a = 1\\n=', 'a = 2\\n>')"))])
+@pytest.mark.parametrize("n", [7, 8, 9, 10])
 def test_parse_seven_or_more_markers(n):
     text = f"{'<' * n} SEARCH\na = 1\n{'=' * n}\na = 2\n{'>' * n} REPLACE\n"
     assert parse_search_replace(text) == [("a = 1", "a = 2")]
@@ -196,9 +191,6 @@ def test_apply_empty_search_appends():
     assert out == "x = 1\ny = 2\n"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the exact match is a substring match, so a SEARCH line "
-                   "'LR = 0.05' matches inside 'LR = 0.055' and corrupts it to 'LR = 0.15' instead of "
-                   "failing with not_applied")
 def test_apply_search_must_match_whole_lines():
     with pytest.raises(EditError) as ei:
         apply_search_replace("LR = 0.055\n", [("LR = 0.05", "LR = 0.1")])

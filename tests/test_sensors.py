@@ -1,0 +1,227 @@
+"""pipelines/sensors.py (topic_sensor, round_sensor) on an ephemeral instance, and
+pipelines/loop.py:next_round on a Store in a temporary folder."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from pipelines.loop import next_round
+from pipelines.sensors import round_sensor, topic_sensor
+from resources.store import Store
+from schemas.topic import load_topic
+
+TOPIC = "toy_classification"
+
+
+@pytest.fixture
+def exp(home) -> Path:
+    """The experiments folder (from conftest's `home`): the toy topic plus a broken one."""
+    ex = home / "experiments"
+    (ex / "broken").mkdir()
+    (ex / "broken" / "topic.yaml").write_text(
+        "name: broken\ntitle: t\ndescription: d\nrun: python x.py --out_dir {out_dir}\n"
+        "metric: {name: accuracy, goal: upward}\n")
+    (ex / "broken" / "experiment.py").write_text("print(1)\n")
+    (ex / "notes").mkdir()  # no topic.yaml: not a topic at all
+    return ex
+
+
+@pytest.fixture
+def instance():
+    with dg.DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+class Recorder(logging.Handler):
+    """Records what the sensor logs through context.log (a logging.Logger of its own)."""
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def spec(home):
+    return load_topic(home / "experiments" / TOPIC)
+
+
+def store(home) -> Store:
+    return Store()  # its default root under $DAGSTER_HOME, where round_sensor looks too
+
+
+def write_feedback(st: Store, round_key: str) -> None:
+    p = st.path("feedback_summary", TOPIC, round_key)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    pl.DataFrame({"idea_id": [f"{TOPIC}/{round_key}/a"], "effective": [True]}).write_parquet(p)
+
+
+def feedback_event(round_key: str, topic: str = TOPIC) -> dg.AssetMaterialization:
+    return dg.AssetMaterialization(asset_key="feedback_summary",
+                                   partition=str(dg.MultiPartitionKey({"topic": topic, "round": round_key})))
+
+
+# -- next_round -------------------------------------------------------------------------
+
+def test_next_round_budget(home):
+    s, st = spec(home), store(home)
+    assert s.budget.rounds == 2
+    assert next_round(s, st, None) == "r1"
+    assert next_round(s, st, "r1") == "r2"
+    assert next_round(s, st, "r2") is None
+    assert next_round(s, st, "r7") is None
+
+
+def test_next_round_none_when_feedback_exists(home):
+    s, st = spec(home), store(home)
+    write_feedback(st, "r2")
+    assert st.path("feedback_summary", TOPIC, "r2").exists()
+    assert next_round(s, st, "r1") is None
+    assert next_round(s, st, None) == "r1"  # only that round is done
+    write_feedback(st, "r1")
+    assert next_round(s, st, None) is None
+
+
+def test_next_round_bigger_budget(home):
+    s = spec(home).model_copy(update={"budget": spec(home).budget.model_copy(update={"rounds": 5})})
+    assert next_round(s, store(home), "r4") == "r5"
+    assert next_round(s, store(home), "r5") is None
+
+
+def test_next_round_bad_round_key(home):
+    with pytest.raises(ValueError, match="round keys look like"):
+        next_round(spec(home), store(home), "round1")
+
+
+def test_store_default_root_is_under_dagster_home(home):
+    p = Store().path("feedback_summary", TOPIC, "r2")
+    rel = p.relative_to((home / "dagster_home").resolve())
+    assert rel.parts[1:] == ("feedback_summary", TOPIC, "r2.parquet")
+    assert Store().path("baseline_results", TOPIC).name == f"{TOPIC}.parquet"
+
+
+# -- topic_sensor -----------------------------------------------------------------------
+
+def test_topic_sensor_registers_valid_topic_only(exp, instance):
+    ctx = dg.build_sensor_context(instance=instance)
+    rec = Recorder()
+    ctx.log.addHandler(rec)
+    r = topic_sensor(ctx)
+    assert [rr.partition_key for rr in r.run_requests] == [TOPIC]
+    assert r.run_requests[0].run_key == f"setup:{TOPIC}"
+    assert r.run_requests[0].tags == {"researchloop/topic": TOPIC}
+    (add,) = r.dynamic_partitions_requests
+    assert isinstance(add, dg.AddDynamicPartitionsRequest)
+    assert add.partitions_def_name == "topics" and list(add.partition_keys) == [TOPIC]
+    assert r.skip_reason is None  # something new: no skip
+    bad = [x.getMessage() for x in rec.records if "not registered" in x.getMessage()]
+    assert all(x.levelno == logging.WARNING for x in rec.records)
+    assert len(bad) == 1 and "broken" in bad[0] and "field 'metric.goal'" in bad[0]
+
+
+def test_topic_sensor_second_evaluation_requests_nothing(exp, instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    r = topic_sensor(dg.build_sensor_context(instance=instance))
+    assert r.run_requests == [] and r.dynamic_partitions_requests == []
+    assert r.skip_reason is not None
+    msg = r.skip_reason.skip_message
+    assert msg.startswith("no new topic folders")
+    assert "broken" in msg and "field 'metric.goal'" in msg
+
+
+def test_topic_sensor_picks_up_a_new_folder(exp, instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    import shutil
+
+    shutil.copytree(exp / TOPIC, exp / "toy2")
+    y = exp / "toy2" / "topic.yaml"
+    y.write_text(y.read_text().replace(f"name: {TOPIC}", "name: toy2"))
+    r = topic_sensor(dg.build_sensor_context(instance=instance))
+    assert [rr.partition_key for rr in r.run_requests] == ["toy2"]
+    assert list(r.dynamic_partitions_requests[0].partition_keys) == ["toy2"]
+
+
+def test_topic_sensor_no_errors_skip_message(home, instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    r = topic_sensor(dg.build_sensor_context(instance=instance))
+    assert r.skip_reason.skip_message == "no new topic folders"
+
+
+# -- round_sensor -----------------------------------------------------------------------
+
+def test_round_sensor_after_feedback_requests_next_round(exp, instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    instance.report_runless_asset_event(feedback_event("r1"))
+    r = round_sensor(dg.build_sensor_context(instance=instance))
+    assert [rr.partition_key for rr in r.run_requests] == [f"r2|{TOPIC}"]
+    assert r.run_requests[0].run_key == f"{TOPIC}|r2"
+    (add,) = r.dynamic_partitions_requests
+    assert add.partitions_def_name == "rounds" and list(add.partition_keys) == ["r2"]
+    assert r.skip_reason is None
+    assert set(json.loads(r.cursor)) == {"baseline_results", "feedback_summary"}
+
+    again = round_sensor(dg.build_sensor_context(instance=instance, cursor=r.cursor))
+    assert again.run_requests == [] and again.dynamic_partitions_requests == []
+    assert again.skip_reason.skip_message == "no round to start"
+
+    # without the cursor the same materialisation would be acted on again
+    fresh = round_sensor(dg.build_sensor_context(instance=instance))
+    assert [rr.partition_key for rr in fresh.run_requests] == [f"r2|{TOPIC}"]
+
+
+def test_round_sensor_after_baseline_requests_round_one(exp, instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    first = round_sensor(dg.build_sensor_context(instance=instance))  # nothing materialised yet
+    assert first.run_requests == [] and first.skip_reason.skip_message == "no round to start"
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key="baseline_results", partition=TOPIC))
+    r = round_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+    assert [rr.partition_key for rr in r.run_requests] == [f"r1|{TOPIC}"]
+    assert list(r.dynamic_partitions_requests[0].partition_keys) == ["r1"]
+
+
+def test_round_sensor_known_round_not_added_again(exp, instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", ["r1", "r2"])  # r2 already exists for another topic
+    instance.report_runless_asset_event(feedback_event("r1"))
+    r = round_sensor(dg.build_sensor_context(instance=instance))
+    assert [rr.partition_key for rr in r.run_requests] == [f"r2|{TOPIC}"]
+    assert r.dynamic_partitions_requests == []
+
+
+def test_round_sensor_stops_at_budget_and_existing_feedback(exp, instance, home):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", ["r1", "r2"])
+    instance.report_runless_asset_event(feedback_event("r2"))  # budget is 2 rounds
+    r = round_sensor(dg.build_sensor_context(instance=instance))
+    assert r.run_requests == [] and r.skip_reason.skip_message == "no round to start"
+
+    write_feedback(Store(), "r2")  # r2 already done: a re-materialised r1 starts nothing
+    instance.report_runless_asset_event(feedback_event("r1"))
+    r2 = round_sensor(dg.build_sensor_context(instance=instance, cursor=r.cursor))
+    assert r2.run_requests == []
+
+
+def test_round_sensor_ignores_invalid_or_missing_topics(exp, instance):
+    instance.add_dynamic_partitions("topics", ["broken", "gone"])
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    instance.report_runless_asset_event(feedback_event("r1", "broken"))
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key="baseline_results", partition="gone"))
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key="feedback_summary"))  # unpartitioned
+    r = round_sensor(dg.build_sensor_context(instance=instance))
+    assert r.run_requests == []
+
+
+def test_round_sensor_dedupes_within_one_tick(exp, instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    instance.report_runless_asset_event(feedback_event("r1"))
+    instance.report_runless_asset_event(feedback_event("r1"))  # materialised twice
+    r = round_sensor(dg.build_sensor_context(instance=instance))
+    assert [rr.partition_key for rr in r.run_requests] == [f"r2|{TOPIC}"]
