@@ -303,6 +303,10 @@ _STATE = "server.json"
 _LOCK = "server.lock"
 _LOG = "server.log"
 _CHILDREN: dict[int, subprocess.Popen] = {}  # servers this process started (to reap)
+# llama.cpp's CPU wheel uses OpenMP; with the default (spinning) barrier, decode collapses to
+# <1 tok/s as soon as anything else competes for the 2 cores (measured 0.4-0.7 vs ~14 tok/s
+# with PASSIVE for the 0.5B model). Set OMP_WAIT_POLICY yourself to override.
+_OMP_WAIT_POLICY = "PASSIVE"
 
 
 def _free_port() -> int:
@@ -422,6 +426,10 @@ def _start_locked(
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p
     )
+    env.setdefault("OMP_WAIT_POLICY", _OMP_WAIT_POLICY)
+    with contextlib.suppress(OSError):  # keep the request log bounded
+        if log_path.stat().st_size > 20 * 1024 * 1024:
+            os.replace(log_path, log_path.with_name(log_path.name + ".1"))
     t0 = time.monotonic()
     with open(log_path, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
@@ -536,6 +544,7 @@ def serve(
     cache_ram_mib: int = 2048,
 ) -> None:
     """Run the xllamacpp server in the foreground until SIGTERM/SIGINT."""
+    os.environ.setdefault("OMP_WAIT_POLICY", _OMP_WAIT_POLICY)  # before libgomp loads
     import xllamacpp as xlc
 
     params = xlc.CommonParams()
@@ -566,7 +575,8 @@ def serve(
     server = xlc.Server(params)
     print(
         f"[local_llm] serving {model} at {server.listening_address} "
-        f"(ctx={ctx_size}, threads={threads}, parallel={parallel}) "
+        f"(ctx={ctx_size}, threads={threads}, parallel={parallel}, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}) "
         f"loaded in {time.monotonic() - t0:.1f}s",
         flush=True,
     )

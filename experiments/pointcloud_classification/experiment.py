@@ -17,7 +17,7 @@ args = parser.parse_args()
 
 # -- config --
 n_train, n_test, n_points = 2400, 1200, 256
-epochs, batch_size, lr = 8, 32, 1e-3
+epochs, batch_size, lr = 10, 32, 1e-3
 if args.dry_run:
     n_train, n_test, epochs = 64, 64, 1
 

@@ -1,0 +1,41 @@
+"""The code location loads, with the asset keys, checks, jobs and sensors the design names."""
+import dagster as dg
+
+from pipelines.definitions import defs
+
+ROUND = ["papers", "paper_rankings", "ideas", "filtered_ideas", "experiment_plans", "patched_code",
+         "run_results", "feedback_summary"]
+
+
+def test_definitions_load_and_name_every_asset():
+    dg.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert keys == {"topic_brief", "baseline_results", *ROUND}
+    for name in ROUND:
+        pd = graph.get(dg.AssetKey(name)).partitions_def
+        assert isinstance(pd, dg.MultiPartitionsDefinition)
+        assert {d.name for d in pd.partitions_defs} == {"topic", "round"}
+    for name in ("topic_brief", "baseline_results"):
+        assert isinstance(graph.get(dg.AssetKey(name)).partitions_def, dg.DynamicPartitionsDefinition)
+
+
+def test_every_asset_has_a_check():
+    checked = {k.asset_key.to_user_string() for k in defs.resolve_asset_graph().asset_check_keys}
+    assert checked == {"topic_brief", "baseline_results", *ROUND}
+
+
+def test_jobs_and_sensors():
+    assert defs.resolve_job_def("research_round") is not None
+    assert defs.resolve_job_def("topic_setup") is not None
+    for name in ("topic_sensor", "round_sensor"):
+        s = defs.resolve_sensor_def(name)
+        assert s.default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_round_assets_read_the_topic_of_their_partition():
+    graph = defs.resolve_asset_graph()
+    papers = graph.get(dg.AssetKey("papers"))
+    assert dg.AssetKey("topic_brief") in papers.parent_keys
+    key = dg.MultiPartitionKey({"topic": "t1", "round": "r2"})
+    assert str(key) == "r2|t1"  # dimensions are ordered by name, as the docs and CLI say

@@ -1,0 +1,83 @@
+"""`make ui`'s entry point: dagster dev serves the code location on 127.0.0.1 and stops
+cleanly on SIGTERM, leaving no webserver or daemon behind."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from resources.paths import REPO_ROOT
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _descendants(pid: int) -> set[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
+    children: dict[int, list[int]] = {}
+    for line in out.split("\n"):
+        if line.strip():
+            p, pp = map(int, line.split())
+            children.setdefault(pp, []).append(p)
+    found, stack = set(), [pid]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            found.add(c)
+            stack.append(c)
+    return found
+
+
+@pytest.mark.slow
+def test_ui_serves_the_asset_graph_and_stops_on_sigterm(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "RESEARCHLOOP_UI_PORT": str(port),
+           "RESEARCHLOOP_EXPERIMENTS": str(tmp_path / "no_topics")}
+    (tmp_path / "dagster.yaml").write_text((REPO_ROOT / "dagster_home" / "dagster.yaml").read_text())
+    log = open(tmp_path / "ui.log", "wb")  # a file, not a pipe: dagster dev writes a lot
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.ui"], cwd=REPO_ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        data = None
+        while time.time() < deadline:
+            try:
+                data = _graphql(port, "{ assetNodes { assetKey { path } } repositoriesOrError { "
+                                      "... on RepositoryConnection { nodes { sensors { name sensorState { status } } } } } }")
+                if (data.get("data") or {}).get("assetNodes"):
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
+            time.sleep(2)
+        assert data and data["data"]["assetNodes"], "the UI did not come up in 180 s"
+        keys = {n["assetKey"]["path"][-1] for n in data["data"]["assetNodes"]}
+        assert {"topic_brief", "papers", "feedback_summary"} <= keys
+        sensors = {s["name"]: s["sensorState"]["status"]
+                   for repo in data["data"]["repositoriesOrError"]["nodes"] for s in repo["sensors"]}
+        assert sensors == {"topic_sensor": "RUNNING", "round_sensor": "RUNNING"}
+        kids = _descendants(proc.pid)
+        assert kids, "dagster dev should have child processes (webserver, daemon)"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        time.sleep(1)
+        alive = [p for p in kids if os.path.exists(f"/proc/{p}") and
+                 "zombie" not in open(f"/proc/{p}/status").read().lower()]
+        assert not alive, f"left behind: {alive}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
