@@ -28,8 +28,8 @@ def build_brief(spec, llm: LLM) -> tuple[TopicBrief, object]:
     if res.ok:
         a: TaskAttributes = res.value
         attrs = a.model_dump()
-    else:  # honest fallback: the topic's own words, with the failure recorded
-        attrs = {"task": spec.title, "input": "", "output": "", "domain": "",
+    else:  # honest fallback: the topic's own words, with the failure recorded in llm_error
+        attrs = {"task": spec.title, "input": "unknown", "output": "unknown", "domain": "unknown",
                  "evaluation": spec.metric.name, "search_query": spec.title}
     code = spec.code_path.read_text()
     brief = TopicBrief(topic=spec.name, title=spec.title, description=spec.description.strip(),

@@ -33,7 +33,11 @@ def materialize_stage(asset_def, partition_key, instance, resources):
                             resources=resources, run_config=QUIET, raise_on_error=False,
                             tags={"researchloop/topic": str(partition_key).split("|")[-1]})
     failed = [e.check_name for e in result.get_asset_check_evaluations() if not e.passed]
-    return result.success, failed, result.run_id
+    meta = {}
+    for m in result.get_asset_materialization_events():
+        meta = {k: v.value for k, v in m.materialization.metadata.items()
+                if k in ("llm_calls", "llm_cached_calls", "prompt_tokens", "completion_tokens", "cost_usd")}
+    return result.success, failed, result.run_id, meta
 
 
 def cmd_run(args) -> int:
@@ -66,24 +70,31 @@ def cmd_run(args) -> int:
     llm = resources["llm"]
     from resources.local_llm import server_status
 
-    started_server = llm.is_local() and server_status() is None
+    started_server = llm.is_local() and not (server_status() or {}).get("alive")
     plan = [(a, spec.name) for a in TOPIC_ASSETS] + [(a, multi_key(spec.name, rk)) for rk in rounds for a in ROUND_ASSETS]
     console.print(f"[bold]researchloop[/bold]: topic [cyan]{spec.name}[/cyan], rounds {', '.join(rounds)}, "
                   f"model {llm.model_name()} ({'local' if llm.is_local() else 'remote'}), "
                   f"DAGSTER_HOME={os.environ['DAGSTER_HOME']}")
     t_start = time.monotonic()
     stopped_at = None
+    timings: list[dict] = []
+    # a live bar on a terminal; plain lines when the output is a file or a pipe
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=console,
+                        disable=not console.is_terminal)
     try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console) as progress:
+        with progress:
             task = progress.add_task("starting", total=len(plan))
-            for asset_def, pk in plan:
+            for i, (asset_def, pk) in enumerate(plan, 1):
                 name = asset_def.key.to_user_string()
                 progress.update(task, description=f"{pk} {name}")
                 t0 = time.monotonic()
-                ok, failed_checks, run_id = materialize_stage(asset_def, pk, instance, resources)
-                progress.console.print(f"  {'[green]ok[/green]' if ok else '[red]FAILED[/red]'} {str(pk):<40} {name:<18} "
-                                       f"{time.monotonic() - t0:6.1f}s" + (f"  failed checks: {failed_checks}" if failed_checks else ""))
+                ok, failed_checks, run_id, meta = materialize_stage(asset_def, pk, instance, resources)
+                timings.append({"partition": str(pk), "asset": name, "ok": ok,
+                                "seconds": round(time.monotonic() - t0, 2), **meta})
+                console.print(f"  [{i}/{len(plan)}] {'[green]ok[/green]' if ok else '[red]FAILED[/red]'} "
+                              f"{str(pk):<36} {name:<18} {time.monotonic() - t0:6.1f}s"
+                              + (f"  failed checks: {failed_checks}" if failed_checks else ""), highlight=False)
                 progress.advance(task)
                 if not ok:
                     stopped_at = (name, pk, run_id)
@@ -92,6 +103,12 @@ def cmd_run(args) -> int:
         if started_server and not args.keep_server:
             llm.local_llm.stop()
     console.print(f"total {time.monotonic() - t_start:.0f}s")
+    if args.timings:
+        import json
+
+        with open(args.timings, "w") as f:
+            json.dump({"topic": spec.name, "rounds": rounds, "model": llm.model_name(),
+                       "total_s": round(time.monotonic() - t_start, 1), "stages": timings}, f, indent=1)
     print_verdicts(console, spec.name, rounds)
     if stopped_at:
         console.print(f"[red]stopped: {stopped_at[0]} failed for {stopped_at[1]}[/red] "
@@ -163,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rounds", type=int, default=0, help="rounds to run (default: the topic's budget)")
     r.add_argument("--start", type=int, default=1, help="first round number (default 1)")
     r.add_argument("--keep-server", action="store_true", help="leave the local LLM server running afterwards")
+    r.add_argument("--timings", default="", help="write per-stage wall time and tokens to this JSON file")
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("status", help="topics, rounds done, best results")
     s.set_defaults(fn=cmd_status)

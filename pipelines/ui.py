@@ -23,6 +23,9 @@ def main() -> int:
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
            "-h", "127.0.0.1", "-p", port]
     print(f"Dagster UI: http://127.0.0.1:{port}  (DAGSTER_HOME={env['DAGSTER_HOME']}; Ctrl-C to stop)", flush=True)
+    from resources.local_llm import server_status, stop_server
+
+    before = (server_status() or {}).get("pid") if (server_status() or {}).get("alive") else None  # stays up
     child = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env)
 
     def forward(signum, _frame):
@@ -33,9 +36,9 @@ def main() -> int:
     try:
         code = child.wait()
     finally:
-        from resources.local_llm import stop_server
-
-        stop_server()
+        now = (server_status() or {}).get("pid")
+        if now is not None and now != before:  # started by a step of this UI session
+            stop_server()
     return code
 
 

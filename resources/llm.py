@@ -44,6 +44,11 @@ def price_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float:
     return (prompt_tokens * p[0] + completion_tokens * p[1]) / 1e6
 
 
+class LLMUnavailable(RuntimeError):
+    """The endpoint cannot be reached at all (not a bad answer): the step fails and can be
+    re-run; finished calls are in the cache."""
+
+
 class LLMCall(BaseModel):
     """Accounting for one logical call (all its retries)."""
     stage: str
@@ -230,7 +235,9 @@ class LLM(dg.ConfigurableResource):
             call.tries = attempt + 1
             try:
                 resp = self.client().chat.completions.create(**{**request, "messages": convo})
-            except Exception as e:  # network / server errors after the client's own retries
+            except Exception as e:  # server errors after the client's own retries
+                if type(e).__name__ == "APIConnectionError":  # the endpoint is gone: fail the step
+                    raise LLMUnavailable(f"cannot reach the LLM at {self._base_url}: {e}") from e
                 error = f"request failed: {type(e).__name__}: {e}"
                 break
             text = resp.choices[0].message.content or ""

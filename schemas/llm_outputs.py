@@ -25,10 +25,11 @@ AttributeMatch = Literal["input_and_output_match", "only_input_matches", "only_o
 
 
 class PaperJudgement(_Strict):
-    paper_task: str = Field(description="the task the paper addresses, in a few words")
+    # short fields: the local model decodes ~10 tokens/s and 30 papers are judged per round
+    paper_task: str = Field(max_length=60, description="the task the paper addresses, in a few words")
     relevance: Relevance
     attribute_match: AttributeMatch
-    reason: str = Field(description="one short sentence")
+    reason: str = Field(max_length=90, description="one short sentence")
 
 
 class IdeaDraft(_Strict):

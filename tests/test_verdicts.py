@@ -101,7 +101,9 @@ def test_every_combination_in_range(rel, attr):
 def test_kept_combinations_exactly():
     kept = {(r, a) for r, a in itertools.product(RELEVANCE_POINTS, ATTRIBUTE_POINTS)
             if is_kept(score_paper(r, a))}
-    assert kept == {("same_task", "input_and_output_match"), ("same_task", "only_output_matches")}
+    # a neighbouring task is kept only when both its input and output match ours
+    assert kept == {("same_task", "input_and_output_match"), ("same_task", "only_output_matches"),
+                    ("neighbouring_task", "input_and_output_match")}
 
 
 @pytest.mark.parametrize("rel,attr,score", [
