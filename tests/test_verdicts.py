@@ -110,7 +110,8 @@ def test_kept_combinations_exactly():
     ("same_task", "input_and_output_match", 10),
     ("same_task", "only_output_matches", 8),
     ("same_task", "only_input_matches", 7),
-    ("neighbouring_task", "input_and_output_match", 7),
+    ("neighbouring_task", "input_and_output_match", 8),
+    ("neighbouring_task", "only_input_matches", 5),
     ("same_field_other_task", "neither_matches", 1),
     ("unrelated", "neither_matches", 1),     # 0 points clamped to 1
     ("unrelated", "input_and_output_match", 4),
