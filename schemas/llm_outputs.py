@@ -2,7 +2,7 @@
 `response_format`). Categories instead of numbers where the small local model cannot grade."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,12 +12,14 @@ class _Strict(BaseModel):
 
 
 class TaskAttributes(_Strict):
-    task: str = Field(description="the task in a few words")
-    input: str = Field(description="what the model receives")
-    output: str = Field(description="what the model predicts")
-    domain: str = Field(description="research field")
-    evaluation: str = Field(description="how results are measured")
-    search_query: str = Field(description="a short literature search query for this task")
+    # every free-text field has a maxLength: llama.cpp's grammar enforces it, so a small model
+    # that starts repeating itself cannot run to max_tokens and leave truncated JSON
+    task: str = Field(max_length=80, description="the task in a few words")
+    input: str = Field(max_length=120, description="what the model receives")
+    output: str = Field(max_length=120, description="what the model predicts")
+    domain: str = Field(max_length=60, description="research field")
+    evaluation: str = Field(max_length=100, description="how results are measured")
+    search_query: str = Field(max_length=80, description="a short literature search query for this task")
 
 
 Relevance = Literal["same_task", "neighbouring_task", "same_field_other_task", "unrelated"]
@@ -33,12 +35,13 @@ class PaperJudgement(_Strict):
 
 
 class IdeaDraft(_Strict):
-    Name: str = Field(description="short snake_case identifier")
-    Title: str
-    Experiment: str = Field(description="what to change in the code and how to test it")
-    Summary: str = Field(description="two or three sentences")
-    References: list[int] = Field(default_factory=list, description="numbers of the papers used")
-    Builds_on: list[str] = Field(default_factory=list, description="Names of earlier effective ideas it extends")
+    Name: str = Field(max_length=40, description="short snake_case identifier")
+    Title: str = Field(max_length=100)
+    Experiment: str = Field(max_length=400, description="what to change in the code and how to test it")
+    Summary: str = Field(max_length=400, description="two or three sentences")
+    References: list[int] = Field(default_factory=list, max_length=5, description="numbers of the papers used")
+    Builds_on: list[str] = Field(default_factory=list, max_length=3,
+                                 description="Names of earlier effective ideas it extends")
 
 
 class IdeaList(_Strict):
@@ -48,11 +51,12 @@ class IdeaList(_Strict):
 class NoveltyJudgement(_Strict):
     decision: Literal["novel", "not_novel"]
     closest_paper: int = Field(description="number of the closest paper, 0 if none")
-    reason: str
+    reason: str = Field(max_length=160)
 
 
 class PlanDraft(_Strict):
-    changes: list[str] = Field(description="the concrete code changes, one per item")
-    location: str = Field(description="functions or classes to edit")
-    evaluation: str = Field(description="how the result is measured")
-    expected_effect: str
+    changes: list[Annotated[str, Field(max_length=200)]] = Field(
+        min_length=1, max_length=4, description="the concrete code changes, one per item")
+    location: str = Field(max_length=120, description="functions or classes to edit")
+    evaluation: str = Field(max_length=150, description="how the result is measured")
+    expected_effect: str = Field(max_length=150)
