@@ -111,6 +111,22 @@ def apply_search_replace(source: str, blocks: list[tuple[str, str]]) -> str:
     return out
 
 
+def _code_only(code: str) -> str | None:
+    """The program without comments, docstrings and formatting (None if it does not parse)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False)
+
+
 def check_compiles(code: str, filename: str = "experiment.py") -> str | None:
     try:
         compile(code, filename, "exec")
@@ -140,6 +156,9 @@ def apply_edit(source: str, answer: str, edit_format: str, filename: str = "expe
         raise ValueError(f"unknown edit format {edit_format!r}")
     if new.strip() == source.strip():
         raise EditError("no_op", "the edit leaves the file unchanged")
+    before = _code_only(source)
+    if before is not None and before == _code_only(new):
+        raise EditError("no_op", "the edit changes only comments, docstrings or formatting, not the program")
     err = check_compiles(new, filename)
     if err:
         raise EditError("syntax_error", f"the edited file does not compile: {err}")

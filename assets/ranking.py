@@ -10,7 +10,7 @@ KEEP_AT = 8
 
 RELEVANCE_POINTS = {
     "same_task": 6,
-    "neighbouring_task": 4,
+    "neighbouring_task": 3,
     "same_field_other_task": 1,
     "unrelated": 0,
 }

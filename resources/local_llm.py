@@ -303,9 +303,10 @@ _STATE = "server.json"
 _LOCK = "server.lock"
 _LOG = "server.log"
 _CHILDREN: dict[int, subprocess.Popen] = {}  # servers this process started (to reap)
-# llama.cpp's CPU wheel uses OpenMP; with the default (spinning) barrier, decode collapses to
-# <1 tok/s as soon as anything else competes for the 2 cores (measured 0.4-0.7 vs ~14 tok/s
-# with PASSIVE for the 0.5B model). Set OMP_WAIT_POLICY yourself to override.
+# llama.cpp's CPU wheel uses OpenMP. Unbounded spinning makes decode collapse to <1 tok/s as
+# soon as anything else competes for the 2 cores (measured 0.4-0.7 vs ~14 tok/s with PASSIVE,
+# 0.5B model) and burns the cores while idle; a bounded spin count keeps most of ACTIVE's speed
+# without the idle burn (see _start_locked). RESEARCHLOOP_LLM_WAIT_POLICY=PASSIVE overrides.
 _OMP_WAIT_POLICY = "ACTIVE"
 _GOMP_SPINCOUNT = "20000000"
 

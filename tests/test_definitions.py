@@ -39,3 +39,14 @@ def test_round_assets_read_the_topic_of_their_partition():
     assert dg.AssetKey("topic_brief") in papers.parent_keys
     key = dg.MultiPartitionKey({"topic": "t1", "round": "r2"})
     assert str(key) == "r2|t1"  # dimensions are ordered by name, as the docs and CLI say
+
+
+def test_loading_the_code_location_imports_no_heavy_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, pipelines.definitions; "
+            "print([m for m in ('torch', 'sentence_transformers', 'great_expectations', 'mlflow', 'openai') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

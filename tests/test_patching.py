@@ -270,3 +270,13 @@ def test_status_of_round_trips_edit_errors():
         e = EditError(s, "detail mentioning nothing")
         assert status_of(str(e)) == s
         assert status_of(f"invalid answer (try 2): {e}") == s
+
+
+def test_comment_or_docstring_only_edit_is_a_no_op():
+    src = '"""Baseline."""\nimport os\n\ndef f(x):\n    """Add one."""\n    return x + 1  # inc\n'
+    new = '"""Baseline++ (improved)."""\nimport os\n\n\ndef f(x):\n    """Add one, better."""\n    return x + 1\n'
+    with pytest.raises(EditError) as e:
+        apply_edit(src, "```python\n" + new + "```", "whole")
+    assert e.value.status == "no_op" and "comments" in str(e.value)
+    changed = new.replace("x + 1", "x + 2")
+    assert "x + 2" in apply_edit(src, "```python\n" + changed + "```", "whole").code

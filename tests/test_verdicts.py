@@ -101,17 +101,17 @@ def test_every_combination_in_range(rel, attr):
 def test_kept_combinations_exactly():
     kept = {(r, a) for r, a in itertools.product(RELEVANCE_POINTS, ATTRIBUTE_POINTS)
             if is_kept(score_paper(r, a))}
-    # a neighbouring task is kept only when both its input and output match ours
-    assert kept == {("same_task", "input_and_output_match"), ("same_task", "only_output_matches"),
-                    ("neighbouring_task", "input_and_output_match")}
+    # measured: the 1.5B model calls nearly every 3D paper (detection, completion too)
+    # "neighbouring_task, input_and_output_match", so only "same_task" papers are kept
+    assert kept == {("same_task", "input_and_output_match"), ("same_task", "only_output_matches")}
 
 
 @pytest.mark.parametrize("rel,attr,score", [
     ("same_task", "input_and_output_match", 10),
     ("same_task", "only_output_matches", 8),
     ("same_task", "only_input_matches", 7),
-    ("neighbouring_task", "input_and_output_match", 8),
-    ("neighbouring_task", "only_input_matches", 5),
+    ("neighbouring_task", "input_and_output_match", 7),
+    ("neighbouring_task", "only_input_matches", 4),
     ("same_field_other_task", "neither_matches", 1),
     ("unrelated", "neither_matches", 1),     # 0 points clamped to 1
     ("unrelated", "input_and_output_match", 4),
