@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from assets.patching import apply_edit, status_of
+from assets.patching import WHOLE_FILE_RETRIES, apply_edit, status_of
 from assets.prompts import patching as prompts
 from assets.tracebacks import error_line, last_traceback, local_structure, own_frames
 from assets.verdicts import parse_metrics
@@ -103,7 +103,7 @@ def run_with_repair(spec: TopicSpec, code: str, *, runner, llm, workdir: Path, i
         res = llm.complete(
             prompts.fix(current, spec.code, edit_format, error_text, a.local_structure, title, with_structure),
             stage="debug", parse=lambda t, src=current: apply_edit(src, t, edit_format, spec.code),
-            max_tokens=2500 if edit_format == "whole" else 900)
+            max_tokens=2500 if edit_format == "whole" else 900, max_retries=WHOLE_FILE_RETRIES)
         if not res.ok:
             a.fix_status = status_of(res.error)
             reason = f"{a.error}; the repair failed: {res.error}"

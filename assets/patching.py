@@ -16,6 +16,12 @@ BLOCK_RE = re.compile(
     r"^[ \t]*<{5,}[ \t]*SEARCH[^\n]*\n(.*?)\n?^[ \t]*={5,}[ \t]*\n(.*?)\n?^[ \t]*>{5,}[ \t]*REPLACE", re.S | re.M)
 
 
+# Edits are the longest answers (a whole file is ~1000 tokens, ~100 s on the local model) and a
+# model that repeats an unusable edit tends to repeat it again (measured: three identical no-op
+# "fixes" in a row), so edit calls get one retry instead of the default two.
+WHOLE_FILE_RETRIES = 1
+
+
 class EditError(ValueError):
     def __init__(self, status: str, detail: str):
         super().__init__(f"{status}: {detail}")

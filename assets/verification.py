@@ -7,7 +7,7 @@ import polars as pl
 from assets.checks import E, expectation_check
 from assets.experimenting import OUT_DIR, run_with_repair
 from assets.partitions import round_key_of, round_x_topic
-from assets.patching import apply_edit, status_of
+from assets.patching import WHOLE_FILE_RETRIES, apply_edit, status_of
 from assets.prompts import patching as patch_prompts
 from assets.prompts import plans as plan_prompts
 from assets.report import md_table, usage_metadata
@@ -37,7 +37,7 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
     fmt = llm.resolved_edit_format()
     res = llm.complete(patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes),
                        stage="patched_code", parse=lambda t: apply_edit(code, t, fmt, spec.code),
-                       max_tokens=2500 if fmt == "whole" else 900)
+                       max_tokens=2500 if fmt == "whole" else 900, max_retries=WHOLE_FILE_RETRIES)
     if not res.ok:
         return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status_of(res.error), reason=res.error)
     patch = Patch(idea_id=idea.idea_id, edit_format=fmt, status="ok", diff=res.value.diff, code=res.value.code,

@@ -20,6 +20,13 @@ def _ensure_home() -> None:
     os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
 
 
+def _console():
+    """A rich console; wide when the output is a file or a pipe, so tables do not wrap."""
+    from rich.console import Console
+
+    return Console(width=None if Console().is_terminal else 160)
+
+
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -52,7 +59,7 @@ def cmd_run(args) -> int:
     from resources.paths import resolve_topic_dir
     from schemas.topic import TopicSpecError, load_topic
 
-    console = Console()
+    console = _console()
     try:
         spec = load_topic(resolve_topic_dir(args.topic))
     except TopicSpecError as e:
@@ -66,7 +73,7 @@ def cmd_run(args) -> int:
         missing = [k for k in keys if k not in have]
         if missing:
             instance.add_dynamic_partitions(name, missing)
-    resources = build_resources()
+    resources = build_resources(resolved=True)
     llm = resources["llm"]
     from resources.local_llm import server_status
 
@@ -149,7 +156,7 @@ def cmd_status(args) -> int:
     from resources.store import Store
 
     store = Store()
-    console = Console()
+    console = _console()
     table = Table(title="researchloop status")
     for c in ("topic", "rounds done", "ideas judged", "improvements", "best", "baseline"):
         table.add_column(c)

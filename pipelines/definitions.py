@@ -17,16 +17,21 @@ from resources.store import RecordIOManager
 from resources.tracker import Tracker
 
 
-def _env(name: str, default: str = ""):
-    """dg.EnvVar when the variable is set (so the UI shows where a value came from), else a default."""
-    return dg.EnvVar(name) if os.environ.get(name) else default
+def build_resources(resolved: bool = False) -> dict:
+    """The resources, configured from the environment. In the code location, set variables
+    become dg.EnvVar (the UI shows where a value came from); `resolved=True` gives plain values
+    for code that uses the resources outside a run (the CLI)."""
 
+    def _env(name: str, default: str = ""):
+        if not os.environ.get(name):
+            return default
+        return os.environ[name] if resolved else dg.EnvVar(name)
 
-def build_resources() -> dict:
     local = LocalLLM(model=os.environ.get("RESEARCHLOOP_LOCAL_MODEL", "qwen2.5-coder-1.5b"))
     return {
         "llm": LLM(base_url=_env("OPENAI_BASE_URL"), api_key=_env("OPENAI_API_KEY"),
-                   model=_env("RESEARCHLOOP_MODEL"), local_llm=local),
+                   model=_env("RESEARCHLOOP_MODEL"), edit_format=_env("RESEARCHLOOP_EDIT_FORMAT", "auto"),
+                   local_llm=local),
         "embedder": Embedder(model=_env("RESEARCHLOOP_EMBEDDER")),
         "literature": Literature(corpus=_env("RESEARCHLOOP_CORPUS")),
         "runner": Runner(sandbox=os.environ.get("RESEARCHLOOP_UNSANDBOXED", "") != "1"),

@@ -201,6 +201,7 @@ class LLM(dg.ConfigurableResource):
         schema: type[BaseModel] | None = None,
         parse: Callable[[str], Any] | None = None,
         max_tokens: int = 512,
+        max_retries: int | None = None,
     ) -> LLMResult:
         """One logical call: structured (schema) or free text checked by `parse`.
         Never raises for a bad answer: the result carries the error after the retries."""
@@ -231,7 +232,8 @@ class LLM(dg.ConfigurableResource):
                 return LLMResult(text=hit["text"], call=call, error=call.error)
         convo = list(messages)
         text, error = "", None
-        for attempt in range(self.max_retries + 1):
+        retries = self.max_retries if max_retries is None else max_retries
+        for attempt in range(retries + 1):
             call.tries = attempt + 1
             try:
                 resp = self.client().chat.completions.create(**{**request, "messages": convo})

@@ -13,7 +13,7 @@ def _cli(*args, env):
 
 def test_run_status_lineage(home, fake_llm):
     env = {**os.environ, "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "sk-test",
-           "RESEARCHLOOP_MODEL": "fake-model", "COLUMNS": "200"}
+           "RESEARCHLOOP_MODEL": "fake-model", "RESEARCHLOOP_EDIT_FORMAT": "whole"}
     r = _cli("run", "--topic", "toy_classification", "--rounds", "1", "--timings", str(home / "t.json"), env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
