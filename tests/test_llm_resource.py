@@ -242,7 +242,8 @@ def test_strict_schema_idea_list():
     draft = s["properties"]["ideas"]["items"]
     assert set(draft["properties"]) == {"Name", "Title", "Experiment", "Summary", "References", "Builds_on"}
     assert draft["properties"]["References"] == {
-        "type": "array", "items": {"type": "integer"}, "description": "numbers of the papers used"}
+        "type": "array", "items": {"type": "integer"}, "description": "numbers of the papers used",
+        "maxItems": 5}
     # the strict schema still accepts what the model accepts
     IdeaList.model_validate({"ideas": [{"Name": "a", "Title": "b", "Experiment": "c", "Summary": "d",
                                         "References": [], "Builds_on": []}]})
