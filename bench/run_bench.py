@@ -64,7 +64,7 @@ def stage_table(data: dict) -> str:
     lines = ["| partition | asset | wall s | LLM calls | prompt tokens | completion tokens |",
              "|---|---|---|---|---|---|"]
     for s in data["stages"]:
-        lines.append(f"| {s['partition']} | {s['asset']} | {s['seconds']:.1f} | {s.get('llm_calls', '')} | "
+        lines.append(f"| {s['partition'].replace('|', chr(92) + '|')} | {s['asset']} | {s['seconds']:.1f} | {s.get('llm_calls', '')} | "
                      f"{s.get('prompt_tokens', '')} | {s.get('completion_tokens', '')} |")
     return "\n".join(lines)
 
