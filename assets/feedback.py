@@ -5,7 +5,7 @@ import dagster as dg
 import polars as pl
 
 from assets.checks import E, expectation_check
-from assets.partitions import round_key_of, round_x_topic, topic_in
+from assets.partitions import round_asset, round_key_of
 from assets.report import md_table
 from assets.topic import topic_spec
 from assets.verdicts import judge
@@ -53,12 +53,10 @@ def progress_rows(store: Store, topic: str) -> list[dict]:
     return rows
 
 
-@dg.asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python", "mlflow"},
-    ins={"baseline_results": topic_in()},
-    check_specs=[dg.AssetCheckSpec("verdicts_valid", asset="feedback_summary", blocking=True,
-                                   description="each verdict is one of the four; judged ideas carry a metric")],
-    description="Per idea: improvement / maintenance / decline / failed vs baseline; the effective ideas for the next round.",
+@round_asset(
+    "verdicts_valid", "each verdict is one of the four; judged ideas carry a metric",
+    "Per idea: improvement / maintenance / decline / failed vs baseline; the effective ideas for the next round.",
+    topic_inputs=("baseline_results",), kinds=("python", "mlflow"),
 )
 def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFrame, filtered_ideas: pl.DataFrame,
                      baseline_results: pl.DataFrame, tracker: Tracker):

@@ -8,7 +8,7 @@ import polars as pl
 
 from assets.checks import E, expectation_check
 from assets.naming import idea_id, unique_name
-from assets.partitions import round_key_of, round_x_topic, topic_in
+from assets.partitions import round_asset, round_key_of
 from assets.prompts import ideas as idea_prompts
 from assets.prompts import novelty as novelty_prompts
 from assets.report import md_table, usage_metadata
@@ -75,12 +75,10 @@ def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: list[PaperS
     return out
 
 
-@dg.asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python"},
-    ins={"topic_brief": topic_in()},
-    check_specs=[dg.AssetCheckSpec("ideas_complete", asset="ideas", blocking=True,
-                                   description="every idea has a unique id, a title and a summary")],
-    description="New ideas in DOLPHIN's fields, from the kept papers, the code, earlier ideas and effective ideas.",
+@round_asset(
+    "ideas_complete", "every idea has a unique id, a title and a summary",
+    "New ideas in DOLPHIN's fields, from the kept papers, the code, earlier ideas and effective ideas.",
+    topic_inputs=("topic_brief",),
 )
 def ideas(context: dg.AssetExecutionContext, paper_rankings: pl.DataFrame, topic_brief: pl.DataFrame,
           llm: LLM):
@@ -133,11 +131,9 @@ def check_novelty(item: Idea, literature: Literature, embedder: Embedder, llm: L
     return j.decision == "novel", reason, evidence
 
 
-@dg.asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python"},
-    check_specs=[dg.AssetCheckSpec("filter_recorded", asset="filtered_ideas", blocking=True,
-                                   description="similarity in [-1, 1] for every idea; kept ideas are independent")],
-    description="Every idea with its max similarity to the idea bank (Algorithm 1, cosine 0.8) and novelty verdict.",
+@round_asset(
+    "filter_recorded", "similarity in [-1, 1] for every idea; kept ideas are independent",
+    "Every idea with its max similarity to the idea bank (Algorithm 1, cosine 0.8) and novelty verdict.",
 )
 def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, llm: LLM, embedder: Embedder,
                    literature: Literature):

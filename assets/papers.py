@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 
 from assets.checks import E, expectation_check
-from assets.partitions import round_key_of, round_x_topic, topic_in
+from assets.partitions import round_asset, round_key_of
 from assets.prompts import ranking as prompts
 from assets.ranking import KEEP_AT, is_kept, score_paper
 from assets.report import md_table, usage_metadata
@@ -36,12 +36,10 @@ def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, with_attribute
     return llm.map(one, papers)
 
 
-@dg.asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python"},
-    ins={"topic_brief": topic_in()},
-    check_specs=[dg.AssetCheckSpec("papers_usable", asset="papers", blocking=True,
-                                   description="every paper has an id (unique), a title and an abstract")],
-    description="Papers retrieved for the topic's search query (hybrid BM25 + embeddings).",
+@round_asset(
+    "papers_usable", "every paper has an id (unique), a title and an abstract",
+    "Papers retrieved for the topic's search query (hybrid BM25 + embeddings).",
+    topic_inputs=("topic_brief",),
 )
 def papers(context: dg.AssetExecutionContext, topic_brief: pl.DataFrame, literature: Literature,
            embedder: Embedder):
@@ -63,12 +61,10 @@ def papers(context: dg.AssetExecutionContext, topic_brief: pl.DataFrame, literat
     })
 
 
-@dg.asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python"},
-    ins={"topic_brief": topic_in()},
-    check_specs=[dg.AssetCheckSpec("scores_consistent", asset="paper_rankings", blocking=True,
-                                   description="scores within 1-10 and kept exactly when score >= 8")],
-    description="Per paper: relevance and task-attribute match (categories), a 1-10 score, kept if >= 8.",
+@round_asset(
+    "scores_consistent", "scores within 1-10 and kept exactly when score >= 8",
+    "Per paper: relevance and task-attribute match (categories), a 1-10 score, kept if >= 8.",
+    topic_inputs=("topic_brief",),
 )
 def paper_rankings(context: dg.AssetExecutionContext, papers: pl.DataFrame, topic_brief: pl.DataFrame,
                    llm: LLM):

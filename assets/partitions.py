@@ -26,3 +26,17 @@ def round_key_of(context) -> tuple[str, str]:
 
 def multi_key(topic: str, round_key: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"topic": topic, "round": round_key})
+
+
+def round_asset(check: str, check_description: str, description: str, topic_inputs: tuple[str, ...] = (),
+                kinds: tuple[str, ...] = ("python",)):
+    """@dg.asset for a topic x round stage with its blocking data check (yielded by the asset)."""
+
+    def wrap(fn):
+        return dg.asset(
+            name=fn.__name__, partitions_def=round_x_topic, group_name="round", kinds=set(kinds),
+            ins={n: topic_in() for n in topic_inputs}, description=description,
+            check_specs=[dg.AssetCheckSpec(check, asset=fn.__name__, blocking=True, description=check_description)],
+        )(fn)
+
+    return wrap

@@ -6,7 +6,7 @@ import polars as pl
 
 from assets.checks import E, expectation_check
 from assets.experimenting import OUT_DIR, run_with_repair
-from assets.partitions import round_key_of, round_x_topic
+from assets.partitions import round_asset, round_key_of
 from assets.patching import WHOLE_FILE_RETRIES, apply_edit, status_of
 from assets.prompts import patching as patch_prompts
 from assets.prompts import plans as plan_prompts
@@ -58,11 +58,9 @@ def kept_ideas(df: pl.DataFrame) -> list[FilteredIdea]:
     return [i for i in from_frame(df, FilteredIdea) if i.kept]
 
 
-@dg.asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python"},
-    check_specs=[dg.AssetCheckSpec("plans_complete", asset="experiment_plans", blocking=True,
-                                   description="one plan with at least one change per kept idea")],
-    description="One detailed experiment plan per surviving idea.",
+@round_asset(
+    "plans_complete", "one plan with at least one change per kept idea",
+    "One detailed experiment plan per surviving idea.",
 )
 def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataFrame, llm: LLM):
     topic, _ = round_key_of(context)
@@ -83,11 +81,9 @@ def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataF
     })
 
 
-@dg.asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python"},
-    check_specs=[dg.AssetCheckSpec("patches_compile", asset="patched_code", blocking=True,
-                                   description="every applied patch compiles and changes the file")],
-    description="Per idea: the edit (diff), the patched file and its self-check.",
+@round_asset(
+    "patches_compile", "every applied patch compiles and changes the file",
+    "Per idea: the edit (diff), the patched file and its self-check.",
 )
 def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFrame, filtered_ideas: pl.DataFrame,
                  llm: LLM, runner: Runner):
@@ -142,11 +138,10 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
     return result
 
 
-@dg.asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python", "mlflow"},
-    check_specs=[dg.AssetCheckSpec("success_has_metrics", asset="run_results", blocking=True,
-                                   description="a run claiming success reports the topic's metric")],
-    description="Per idea: every attempt (command, exit, traceback frames, local code structure, fix) and the final metrics.",
+@round_asset(
+    "success_has_metrics", "a run claiming success reports the topic's metric",
+    "Per idea: every attempt (command, exit, traceback frames, local code structure, fix) and the final metrics.",
+    kinds=("python", "mlflow"),
 )
 def run_results(context: dg.AssetExecutionContext, patched_code: pl.DataFrame, filtered_ideas: pl.DataFrame,
                 llm: LLM, runner: Runner, tracker: Tracker):
