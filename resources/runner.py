@@ -328,7 +328,8 @@ def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expo
     exposed: list[Path] = []
     for raw in expose:
         p = Path(raw).resolve()
-        if not p.is_dir() or p in exposed or not any(_under(p, h) for h in hide):
+        # re-expose what a hidden dir or the private /tmp covers (e.g. a venv in a clone under /tmp)
+        if not p.is_dir() or p in exposed or not any(_under(p, h) for h in tmpfs_roots):
             continue
         if any(_under(p, e) for e in exposed):
             continue

@@ -408,3 +408,23 @@ def test_read_tail_reads_only_the_end(tmp_path: Path):
     tail = read_tail(p)
     assert len(tail) <= 4000 and tail.endswith("é" * 10 + "\nLAST LINE\n")
     assert read_tail(tmp_path / "missing.log") == ""
+
+
+def test_interpreter_under_tmp_is_visible_in_the_sandbox(tmp_path):
+    """A checkout (and its venv) under /tmp, as in a CI clone, still runs sandboxed."""
+    import subprocess as sp
+    import sys as _sys
+
+    from resources.runner import run_sandboxed, sandbox_available
+
+    ok, why = sandbox_available()
+    if not ok:
+        pytest.skip(why)
+    venv = tmp_path / "venv"
+    sp.run([_sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "s.py").write_text("import sys; print(sys.prefix)\n")
+    r = run_sandboxed(["python", "s.py"], ws, timeout_s=30, python=str(venv / "bin" / "python"))
+    assert r.exit_code == 0, r.stderr_tail
+    assert str(venv) in r.stdout_tail
