@@ -148,7 +148,9 @@ def test_writes_outside_workspace_fail(ws: Path, host_dir: Path, tmp_path: Path)
             assert f"WROTE {t}" not in r.stdout_tail
         # host_dir is mode 0777 on the host: only the read-only mount stops the write (EROFS)
         assert f"BLOCKED {targets[0]} 30" in r.stdout_tail
-        assert f"BLOCKED {targets[1]} 30" in r.stdout_tail
+        # the repo: read-only (EROFS), or not there at all when the checkout lives under /tmp,
+        # which the sandbox replaces with its own (EACCES/ENOENT in the empty private /tmp)
+        assert any(f"BLOCKED {targets[1]} {e}" in r.stdout_tail for e in (30, 13, 2)), r.stdout_tail
     finally:
         for t in targets:
             t.unlink(missing_ok=True)
