@@ -111,9 +111,7 @@ def run_with_repair(spec: TopicSpec, code: str, *, runner, llm, workdir: Path, i
             break
         a.fix_status, a.fix_diff = "ok", res.value.diff
         current = res.value.code
-    else:  # pragma: no cover
-        pass
-    if not attempts or attempts[-1].error is not None:
+    if attempts[-1].error is not None:
         result = RunResult(idea_id=idea_id, status="failed", reason=reason, attempts=attempts,
                            n_attempts=len(attempts), final_code=current)
     memo.write_text(result.model_dump_json())
