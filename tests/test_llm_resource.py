@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from resources.llm import LLM, PRICES, LLMCall, price_usd, strict_schema, usage_totals
 from schemas.llm_outputs import IdeaList, NoveltyJudgement
+from tests.fake_llm import completion, send_json
 
 GOOD = json.dumps({"decision": "novel", "closest_paper": 2, "reason": "nobody did it"})
 
@@ -42,16 +43,8 @@ class QueueServer:
                 if srv.status != 200:
                     out = {"error": {"message": "bad request", "type": "invalid_request_error"}}
                 else:
-                    out = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": text}}],
-                           "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
-                data = json.dumps(out).encode()
-                self.send_response(srv.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    out = completion(body["model"], text)
+                send_json(self, srv.status, out)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
