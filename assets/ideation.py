@@ -80,16 +80,14 @@ def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: list[PaperS
     "New ideas in DOLPHIN's fields, from the kept papers, the code, earlier ideas and effective ideas.",
     topic_inputs=("topic_brief",),
 )
-def ideas(context: dg.AssetExecutionContext, paper_rankings: pl.DataFrame, topic_brief: pl.DataFrame,
-          llm: LLM):
+def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_rankings: pl.DataFrame,
+          topic_brief: pl.DataFrame, llm: LLM):
     topic, round_key = round_key_of(context)
     spec = topic_spec(topic)
     brief = from_frame(topic_brief, TopicBrief)[0]
     kept = [s for s in from_frame(paper_rankings, PaperScore) if s.kept]
     history = read_history(Store(), topic, round_key)
-    # the kept papers' summaries come from the papers asset of this partition
-    papers_df = Store().read("papers", topic, round_key)
-    abstracts = {r["paper_id"]: r["abstract"] for r in papers_df.to_dicts()} if papers_df is not None else {}
+    abstracts = dict(zip(papers["paper_id"].to_list(), papers["abstract"].to_list()))
     refs = [(i, p.title, abstracts.get(p.paper_id, "")[:300]) for i, p in enumerate(kept, 1)]
     effective = [f"{f.name}: {f.title} ({f.reason})" for f in history.effective]
     n0 = len(llm.calls())

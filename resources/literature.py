@@ -3,6 +3,7 @@ searched hybrid (BM25 + embeddings, fused by reciprocal rank). The embedding ind
 once per (corpus, model) and memory-mapped afterwards."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -17,6 +18,20 @@ from resources.paths import REPO_ROOT, under_home
 from schemas.records import Paper
 
 DEFAULT_CORPUS = REPO_ROOT / "corpus" / "papers.jsonl"
+
+
+@functools.lru_cache(maxsize=4)
+def _corpus_index(path: str, mtime_ns: int):
+    """Papers and their BM25 index, built once per corpus file version and process (novelty
+    checks search once per idea)."""
+    import bm25s
+
+    papers = load_corpus(Path(path))
+    retriever = bm25s.BM25()
+    if papers:
+        retriever.index(bm25s.tokenize([_doc_text(p) for p in papers], stopwords="en", show_progress=False),
+                        show_progress=False)
+    return papers, retriever
 
 
 def load_corpus(path: Path) -> list[Paper]:
@@ -57,8 +72,12 @@ class Literature(dg.ConfigurableResource):
     def corpus_path(self) -> Path:
         return Path(self.corpus) if self.corpus else DEFAULT_CORPUS
 
+    def _index(self):
+        p = self.corpus_path()
+        return _corpus_index(str(p), p.stat().st_mtime_ns)
+
     def papers(self) -> list[Paper]:
-        return load_corpus(self.corpus_path())
+        return list(self._index()[0])
 
     def _embeddings(self, papers: list[Paper], embedder: Embedder) -> np.ndarray:
         h = hashlib.sha256()
@@ -77,14 +96,11 @@ class Literature(dg.ConfigurableResource):
     def search(self, query: str, k: int, embedder: Embedder) -> list[Paper]:
         import bm25s
 
-        papers = self.papers()
+        papers, retriever = self._index()
         if not papers:
             return []
-        docs = [_doc_text(p) for p in papers]
-        retriever = bm25s.BM25()
-        retriever.index(bm25s.tokenize(docs, stopwords="en", show_progress=False), show_progress=False)
         res, _ = retriever.retrieve(bm25s.tokenize([query], stopwords="en", show_progress=False),
-                                    k=len(docs), show_progress=False)
+                                    k=len(papers), show_progress=False)
         bm25_rank = [int(i) for i in res[0]]
         emb = self._embeddings(papers, embedder)
         q = embedder.encode([query])[0]

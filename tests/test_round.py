@@ -47,7 +47,7 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     fixed = runs["longer_training_r1"]
     assert fixed.status == "success" and fixed.n_attempts == 2
     assert "NameError" in fixed.attempts[0].error and fixed.attempts[0].frames[0].file == "experiment.py"
-    assert "EPOCH_COUNT" in fixed.attempts[0].local_structure or fixed.attempts[0].frames
+    assert "EPOCHS = EPOCH_COUNT" in fixed.attempts[0].local_structure  # the module-level window
     assert fixed.mlflow_run_id
 
     fb = {f.name: f for f in from_frame(store.read("feedback_summary", TOPIC, "r1"), Feedback)}
