@@ -1,19 +1,24 @@
-"""Running a topic's experiment and repairing it from its traceback (DOLPHIN 3.2).
+"""Running an experiment and repairing it from its traceback (DOLPHIN 3.2).
 
-Each attempt runs in a fresh copy of the topic folder (the sandboxed `runner`), with the
-edited file written in. A failed attempt's traceback is reduced to the frames in the
-experiment's own code and their local code structure, and the LLM proposes a fix in the
-configured edit format. Finished experiments are remembered on disk by the hash of the code
-they ran, so a killed and re-run round does not repeat them."""
+Each attempt runs in a fresh copy of the folder (the sandboxed `runner`), with the edited
+file written in. A failed attempt's traceback is reduced to the frames in the experiment's own
+code and their local code structure; the LLM (in "structure" mode) first writes its analysis
+of that structure, then proposes a fix in the configured edit format, which must pass the
+honesty check (assets/honesty.py) before it runs. The same loop serves a topic's ideas
+(`RunTarget.of_topic`: success = the metric in final_info.json) and any script
+(`researchloop debug`: success = exit code 0). Finished experiments are remembered on disk
+by the hash of the code they ran, so a killed and re-run round does not repeat them."""
 from __future__ import annotations
 
 import hashlib
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from assets.patching import WHOLE_FILE_RETRIES, apply_edit, status_of
+from assets.honesty import honesty_problems
+from assets.patching import WHOLE_FILE_RETRIES, EditError, apply_edit, check_compiles, status_of
 from assets.prompts import patching as prompts
 from assets.tracebacks import error_line, last_traceback, local_structure, own_frames
 from assets.verdicts import parse_metrics
@@ -23,6 +28,34 @@ from schemas.records import Attempt, RunResult
 from schemas.topic import TopicSpec
 
 OUT_DIR = "out"
+MODES = prompts.MODES
+# output tokens an edit may take: a whole file is long, definitions or blocks are short
+MAX_TOKENS = {"whole": 2500, "search_replace": 900, "functions": 1200}
+ANALYSIS_TOKENS = 200
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """What one attempt runs: `command` in a fresh copy of `folder` with `code_file` replaced.
+    With a `metric`, success needs OUT_DIR/final_info.json holding it; without, exit code 0."""
+    folder: Path
+    code_file: str
+    command: tuple[str, ...]
+    timeout_s: float
+    memory_mb: int = 4096
+    metric: str | None = None
+    label: str = ""  # what identifies the command in the memo hash
+
+    @classmethod
+    def of_topic(cls, spec: TopicSpec, which: str = "run") -> "RunTarget":
+        """The topic's `run` command, or its quick `check` (dry run) with which="check"."""
+        return cls(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, which)),
+                   timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb, metric=spec.metric.name,
+                   label=getattr(spec, which))
+
+
+def as_target(spec: TopicSpec | RunTarget) -> RunTarget:
+    return spec if isinstance(spec, RunTarget) else RunTarget.of_topic(spec)
 
 
 def _tail_file(path: str, limit: int = 20000) -> str:
@@ -36,34 +69,39 @@ def _tail_file(path: str, limit: int = 20000) -> str:
         return ""
 
 
-def code_hash(code: str, spec: TopicSpec) -> str:
-    return hashlib.sha256(f"{spec.run}\n{spec.budget.run_timeout_s}\n{code}".encode()).hexdigest()[:16]
+def code_hash(code: str, spec: TopicSpec | RunTarget) -> str:
+    t = as_target(spec)
+    return hashlib.sha256(f"{t.label or ' '.join(t.command)}\n{t.timeout_s}\n{code}".encode()).hexdigest()[:16]
 
 
-def run_once(spec: TopicSpec, code: str, runner, workdir: Path, attempt: int) -> Attempt:
+def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, attempt: int,
+             env: dict[str, str] | None = None) -> Attempt:
+    """One sandboxed attempt; `env` adds variables to the command's environment (e.g. the
+    fan-out's CUDA_VISIBLE_DEVICES / thread counts)."""
+    t = as_target(spec)
     ws = workdir / f"attempt-{attempt}"
     if ws.exists():
         shutil.rmtree(ws)
-    prepare_workspace(spec.path, ws)
-    (ws / spec.code).write_text(code)
-    cmd = spec.run_command(OUT_DIR)
-    res = runner.run(cmd, ws, timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb)
+    prepare_workspace(t.folder, ws)
+    (ws / t.code_file).write_text(code)
+    cmd = list(t.command)
+    res = runner.run(cmd, ws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}))
     stderr = _tail_file(res.stderr_path) or res.stderr_tail
     metrics: dict[str, float] = {}
     error = None
     if res.timed_out:
-        error = f"timed out after {spec.budget.run_timeout_s:g} s ({res.killed_reason or 'killed'})"
+        error = f"timed out after {t.timeout_s:g} s ({res.killed_reason or 'killed'})"
     elif res.exit_code != 0:
         error = error_line(stderr) or f"exit code {res.exit_code}"
         if res.killed_reason:
             error = f"{error} ({res.killed_reason})"
-    else:
+    elif t.metric is not None:
         f = ws / OUT_DIR / "final_info.json"
         if not f.exists():
             error = "the script exited 0 but wrote no final_info.json"
         else:
             try:
-                metrics, error = parse_metrics(json.loads(f.read_text()), spec.metric.name)
+                metrics, error = parse_metrics(json.loads(f.read_text()), t.metric)
             except json.JSONDecodeError as e:
                 error = f"final_info.json is not valid JSON: {e}"
     frames = own_frames(stderr, ws) if error else []
@@ -73,48 +111,109 @@ def run_once(spec: TopicSpec, code: str, runner, workdir: Path, attempt: int) ->
                    local_structure=local_structure(frames, ws) if frames else "", metrics=metrics)
 
 
-def run_with_repair(spec: TopicSpec, code: str, *, runner, llm, workdir: Path, idea_id: str, title: str,
-                    max_repairs: int, edit_format: str, with_structure: bool = True,
-                    log: Callable[[str], None] = print) -> RunResult:
-    """Run `code`; on failure ask the LLM for a fix and try again, up to max_repairs fixes."""
+def default_repair_format(llm, edit_format: str) -> str:
+    """The edit format of repairs: the patch's format, except on the local model with the
+    format left on "auto", where only the changed definitions are asked for (a fraction of a
+    whole file's output tokens; measured in bench/RESULTS.md, section "repair")."""
+    if llm is not None and getattr(llm, "edit_format", "") == "auto" and llm.is_local():
+        return "functions"
+    return edit_format
+
+
+def error_report(a: Attempt, mode: str) -> str:
+    """What the model is told about a failed attempt in each debugging mode."""
+    if a.timed_out:
+        return f"{a.error}\nMake the script finish faster."
+    if mode == "error":
+        return a.error or "the script failed"
+    tb = last_traceback(a.stderr_tail)
+    return (tb[-2500:] if tb else a.stderr_tail[-1500:]) or a.error or "the script failed"
+
+
+def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, mode: str, edit_format: str,
+           title: str = "", honesty: bool = True) -> str | None:
+    """Ask the LLM to fix the failure recorded in `a`; fills a.analysis, a.fix_status,
+    a.fix_diff, a.fix_error. Returns the repaired code, or None when no usable fix came back.
+    A fix must apply in `edit_format` (a file that does not parse is rewritten whole) and,
+    with `honesty`, keep what `reference` (the code the loop started from) trains, evaluates
+    and writes."""
+    error = error_report(a, mode)
+    fmt = edit_format if check_compiles(current, target.code_file) is None else "whole"
+    if mode == "structure" and not a.timed_out:
+        res = llm.complete(prompts.analyse(current, target.code_file, error, a.local_structure, title),
+                           stage="debug_analysis", max_tokens=ANALYSIS_TOKENS, max_retries=0)
+        a.analysis = (res.text or "").strip()[:1500] if res.ok else ""
+
+    def parse(text: str, src: str = current):
+        edit = apply_edit(src, text, fmt, target.code_file)
+        if honesty and (problems := honesty_problems(reference, edit.code, target.metric)):
+            raise EditError("dishonest", "the fix " + "; ".join(problems) + ": fix the error instead")
+        return edit
+
+    res = llm.complete(
+        prompts.fix(current, target.code_file, fmt, error, a.local_structure, title, mode=mode,
+                    analysis=a.analysis, generic=target.metric is None),
+        stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900), max_retries=WHOLE_FILE_RETRIES)
+    if not res.ok:
+        a.fix_status, a.fix_error = status_of(res.error), res.error
+        return None
+    a.fix_status, a.fix_diff = "ok", res.value.diff
+    return res.value.code
+
+
+def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, workdir: Path, idea_id: str,
+                    title: str, max_repairs: int, edit_format: str, with_structure: bool = True,
+                    log: Callable[[str], None] = print, mode: str | None = None, repair_format: str | None = None,
+                    honesty: bool = True, memo: bool = True, env: dict[str, str] | None = None,
+                    on_attempt: Callable[[Attempt], None] | None = None) -> RunResult:
+    """Run `code`; on failure ask the LLM for a fix and try again, up to max_repairs fixes.
+
+    mode: "structure" (traceback + local code structure, analysed first; the default),
+    "traceback" (traceback only) or "error" (last error line only); None follows the older
+    `with_structure` switch. repair_format: the edit format of fixes (None: the patch's
+    `edit_format`, or "functions" on the local model, see `default_repair_format`)."""
+    target = as_target(spec)
+    mode = mode or ("structure" if with_structure else "traceback")
+    if mode not in MODES:
+        raise ValueError(f"unknown debugging mode {mode!r} (one of {', '.join(MODES)})")
+    fmt = repair_format or default_repair_format(llm, edit_format)
     workdir.mkdir(parents=True, exist_ok=True)
-    memo = workdir / f"result-{code_hash(code, spec)}-{max_repairs}.json"
-    if memo.exists():  # finished before (e.g. a resumed run): do not re-run the experiment
-        log(f"{idea_id}: reusing the finished experiment in {memo.name}")
-        return RunResult.model_validate_json(memo.read_text())
+    variant = f"{max_repairs}" if max_repairs == 0 else f"{max_repairs}-{mode}-{fmt}"
+    memo_file = workdir / f"result-{code_hash(code, target)}-{variant}.json"
+    if memo and memo_file.exists():  # finished before (e.g. a resumed run): do not re-run the experiment
+        log(f"{idea_id}: reusing the finished experiment in {memo_file.name}")
+        return RunResult.model_validate_json(memo_file.read_text())
+    notify = on_attempt or (lambda a: None)
     attempts: list[Attempt] = []
     current = code
     reason = None
     for n in range(1, max_repairs + 2):
-        a = run_once(spec, current, runner, workdir, n)
+        a = run_once(target, current, runner, workdir, n, env=env)
         attempts.append(a)
         log(f"{idea_id}: attempt {n}: " + ("ok " + json.dumps(a.metrics) if a.error is None else a.error))
-        if a.error is None:
-            result = RunResult(idea_id=idea_id, status="success", attempts=attempts, n_attempts=n,
-                               metrics=a.metrics, metric_value=a.metrics[spec.metric.name], final_code=current)
+        if a.error is None or n > max_repairs:
+            reason = a.error
+            notify(a)
             break
-        reason = a.error
-        if n > max_repairs:
+        fixed = repair(a, current, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
+                       honesty=honesty)
+        notify(a)
+        if fixed is None:
+            reason = f"{a.error}; the repair failed: {a.fix_error}"
+            log(f"{idea_id}: repair {n} failed: {a.fix_error}")
             break
-        tb = last_traceback(a.stderr_tail)
-        error_text = (tb[-2500:] if tb else a.stderr_tail[-1500:]) or a.error
-        if a.timed_out:
-            error_text = a.error + "\nMake the script finish faster."
-        res = llm.complete(
-            prompts.fix(current, spec.code, edit_format, error_text, a.local_structure, title, with_structure),
-            stage="debug", parse=lambda t, src=current: apply_edit(src, t, edit_format, spec.code),
-            max_tokens=2500 if edit_format == "whole" else 900, max_retries=WHOLE_FILE_RETRIES)
-        if not res.ok:
-            a.fix_status = status_of(res.error)
-            reason = f"{a.error}; the repair failed: {res.error}"
-            log(f"{idea_id}: repair {n} failed: {res.error}")
-            break
-        a.fix_status, a.fix_diff = "ok", res.value.diff
-        current = res.value.code
-    if attempts[-1].error is not None:
+        log(f"{idea_id}: repair {n} applied ({a.fix_diff.count(chr(10))} diff lines)")
+        current = fixed
+    last = attempts[-1]
+    if last.error is None:
+        result = RunResult(idea_id=idea_id, status="success", attempts=attempts, n_attempts=len(attempts),
+                           metrics=last.metrics, final_code=current,
+                           metric_value=last.metrics.get(target.metric) if target.metric else None)
+    else:
         result = RunResult(idea_id=idea_id, status="failed", reason=reason, attempts=attempts,
                            n_attempts=len(attempts), final_code=current)
-    memo.write_text(result.model_dump_json())
+    if memo:
+        memo_file.write_text(result.model_dump_json())
     return result
 
 

@@ -2,13 +2,20 @@
 
 - "whole": the model returns the complete new file in one fenced code block;
 - "search_replace": the model returns SEARCH/REPLACE blocks; each SEARCH text must match the
-  file exactly, or else line by line ignoring surrounding whitespace.
+  file exactly, or else line by line ignoring surrounding whitespace;
+- "functions": the model returns only the complete definitions it changes (functions, classes,
+  methods, or a whole top-level statement such as the training loop) plus any imports; they
+  are applied by name with `ast` (see `apply_definitions`). A fraction of a whole file's
+  output tokens, which is what a repair costs on a slow local model.
 Errors raise `EditError` whose message starts with the status the patch gets if every
-retry fails: "not_applied", "no_op" or "syntax_error"."""
+retry fails: "not_applied", "no_op", "syntax_error" (or "dishonest", raised by the repair
+loop's honesty check, see assets/honesty.py)."""
 from __future__ import annotations
 
+import ast
 import difflib
 import re
+import textwrap
 from dataclasses import dataclass
 
 FENCE_RE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
@@ -22,6 +29,10 @@ BLOCK_RE = re.compile(
 WHOLE_FILE_RETRIES = 1
 
 
+EDIT_STATUSES = ("not_applied", "no_op", "syntax_error", "dishonest")
+EDIT_FORMATS = ("whole", "search_replace", "functions")
+
+
 class EditError(ValueError):
     def __init__(self, status: str, detail: str):
         super().__init__(f"{status}: {detail}")
@@ -32,7 +43,7 @@ def status_of(error: str | None) -> str:
     """The patch status an error message (from EditError) stands for."""
     if not error:
         return "ok"
-    for s in ("not_applied", "no_op", "syntax_error"):
+    for s in EDIT_STATUSES:
         if error.startswith(s) or f": {s}:" in error or f"): {s}:" in error:
             return s
     return "llm_failed"
@@ -117,10 +128,255 @@ def apply_search_replace(source: str, blocks: list[tuple[str, str]]) -> str:
     return out
 
 
+# -- "functions": complete definitions applied by name ------------------------------------
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If, ast.Try)
+_SIMILAR = 0.6  # a top-level block whose first line changed still replaces its old version
+
+
+def extract_definitions(text: str) -> str:
+    """The code of every python block in the answer (dedented, joined), or a bare answer."""
+    blocks = FENCE_RE.findall(text)
+    code = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3", "")]
+    if code:
+        return "\n\n".join(textwrap.dedent(b).strip("\n") for b in code) + "\n"
+    bare = textwrap.dedent(text.strip("\n"))
+    if re.match(r"(def |class |async def |import |from |@)", bare):
+        return bare + "\n"
+    raise EditError("not_applied", "no ```python code block with the changed definitions was found")
+
+
+def _span(node: ast.stmt) -> tuple[int, int]:
+    """0-based [start, end) line range of a statement, decorators included."""
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return first - 1, node.end_lineno
+
+
+def _is_doc(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _is_placeholder(node: ast.stmt) -> bool:
+    """`...` / `pass`, or a def whose body is only that (and a docstring): "unchanged"."""
+    def empty(s: ast.stmt) -> bool:
+        return isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                           and s.value.value is Ellipsis)
+    if isinstance(node, _DEFS):
+        return all(empty(s) or _is_doc(s) for s in node.body)
+    return empty(node)
+
+
+def _bound_names(node: ast.Import | ast.ImportFrom) -> set[str]:
+    return {a.asname or a.name.split(".")[0] for a in node.names}
+
+
+def _key(node: ast.stmt, lines: list[str]) -> tuple:
+    if isinstance(node, _DEFS):
+        return ("def", node.name)
+    if isinstance(node, ast.Assign):
+        return ("assign", tuple(ast.unparse(t) for t in node.targets))
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return ("assign", (ast.unparse(node.target),))
+    return (type(node).__name__, " ".join(lines[node.lineno - 1].split()))
+
+
+def _text(node: ast.stmt, lines: list[str]) -> str:
+    a, b = _span(node)
+    return "\n".join(lines[a:b])
+
+
+def _reindent(block: list[str], have: int, want: str) -> list[str]:
+    return [want + l[have:] if l[:have].strip() == "" and l.strip() else (want + l.lstrip() if l.strip() else "")
+            for l in block]
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+class _Merge:
+    """Edits (non-overlapping line-range replacements and insertions) of the source."""
+
+    def __init__(self, src_lines: list[str], new_lines: list[str]):
+        self.src, self.new = src_lines, new_lines
+        # (start, kind, order, new lines, end), applied from the end of the file backwards; at one
+        # line a replacement goes first, then insertions, then new definitions (so they end up on top)
+        self.ops: list[tuple[int, int, int, list[str], int]] = []
+
+    def block(self, node: ast.stmt, indent: str) -> list[str]:
+        a, b = _span(node)
+        return _reindent(self.new[a:b], node.col_offset, indent)
+
+    def replace(self, target: ast.stmt, lines: list[str]) -> None:
+        a, b = _span(target)
+        self.ops.append((a, 2, len(self.ops), lines, b))
+
+    def insert(self, at: int, lines: list[str], kind: int = 1) -> None:
+        self.ops.append((at, kind, len(self.ops), lines, at))
+
+    def result(self) -> str:
+        out = list(self.src)
+        for start, _, _, lines, end in sorted(self.ops, key=lambda o: (o[0], o[1], o[2]), reverse=True):
+            out[start:end] = lines
+        return "\n".join(out) + "\n"
+
+    # -- matching ------------------------------------------------------------------------
+    def _pick(self, node: ast.stmt, candidates: list[ast.stmt]) -> ast.stmt | None:
+        if not candidates:
+            return None
+        want = _text(node, self.new)
+        return max(candidates, key=lambda c: difflib.SequenceMatcher(None, want, _text(c, self.src)).ratio())
+
+    def match(self, node: ast.stmt, pool: list[ast.stmt], used: set[int]) -> ast.stmt | None:
+        free = [s for s in pool if id(s) not in used]
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            same = [s for s in free if isinstance(s, (ast.Import, ast.ImportFrom)) and (
+                _bound_names(s) & _bound_names(node) or (isinstance(s, ast.ImportFrom) and isinstance(
+                    node, ast.ImportFrom) and (s.module, s.level) == (node.module, node.level)))]
+            return self._pick(node, same)
+        key = _key(node, self.new)
+        hit = self._pick(node, [s for s in free if _key(s, self.src) == key])
+        if hit is None and isinstance(node, _COMPOUND):
+            want = _text(node, self.new)
+            scored = [(difflib.SequenceMatcher(None, want, _text(s, self.src)).ratio(), i, s)
+                      for i, s in enumerate(free) if type(s) is type(node)]
+            best = max(scored, default=None, key=lambda t: (t[0], -t[1]))
+            hit = best[2] if best and best[0] >= _SIMILAR else None
+        return hit
+
+    def body(self, src_body: list[ast.stmt], new_body: list[ast.stmt], indent: str, *, module: bool,
+             end_at: int) -> None:
+        """Merge `new_body` into `src_body` (the module, or one class's body)."""
+        used: set[int] = set()
+        matched: list[ast.stmt | None] = []
+        for node in new_body:
+            if _is_placeholder(node) or _is_doc(node):
+                matched.append(None)
+                continue
+            hit = self.match(node, src_body, used)
+            if hit is not None:
+                used.add(id(hit))
+            matched.append(hit)
+        methods = {}  # a method returned alone at the top level: its class's method of that name
+        if module:
+            for c in src_body:
+                if isinstance(c, ast.ClassDef):
+                    for m in c.body:
+                        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            methods.setdefault(m.name, []).append(m)
+        placed: list[tuple[int, ast.stmt]] = []  # (line, new code) of everything placed so far
+        new_defs = []
+        for i, (node, hit) in enumerate(zip(new_body, matched)):
+            if _is_placeholder(node) or _is_doc(node):
+                continue
+            if hit is not None:
+                placed.append((_span(hit)[0], node))
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and ast.dump(node) == ast.dump(hit):
+                    continue
+                if isinstance(node, ast.ClassDef) and isinstance(hit, ast.ClassDef):
+                    self.klass(hit, node)
+                else:
+                    self.replace(hit, self.block(node, " " * hit.col_offset))
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in methods:
+                if len(methods[node.name]) > 1:
+                    raise EditError("not_applied", f"several classes have a method {node.name}(): "
+                                                   "return it inside its class")
+                m = methods[node.name][0]
+                self.replace(m, self.block(node, " " * m.col_offset))
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imports = [s for s in src_body if isinstance(s, (ast.Import, ast.ImportFrom))]
+                at = _span(imports[-1])[1] if imports else (
+                    _span(src_body[0])[1] if src_body and _is_doc(src_body[0]) else 0)
+                self.insert(at, self.block(node, indent))
+                continue
+            if isinstance(node, _DEFS):
+                new_defs.append(node)
+                continue
+            # a new plain statement: next to its neighbour in the answer that matched the file
+            prev = next((matched[j] for j in range(i - 1, -1, -1) if matched[j] is not None), None)
+            nxt = next((matched[j] for j in range(i + 1, len(matched)) if matched[j] is not None), None)
+            if prev is not None:
+                at = _span(prev)[1]
+            elif nxt is not None:
+                at = _span(nxt)[0]
+            elif not module and src_body:
+                at = _span(src_body[1] if _is_doc(src_body[0]) and len(src_body) > 1 else src_body[0])[0]
+            else:
+                line = self.new[node.lineno - 1].strip()
+                raise EditError("not_applied", f"the top-level statement {line[:80]!r} matches nothing in the "
+                                "file: return whole functions or classes, or a whole top-level block "
+                                "starting with its unchanged first line")
+            self.insert(at, self.block(node, indent))
+            placed.append((at, node))
+        for node in new_defs:
+            lines = self.block(node, indent)
+            if not module:  # a new method: at the end of its class
+                self.insert(end_at, [""] + lines)
+                continue
+            # before the first top-level statement that uses it (as it was or as edited), else
+            # before the `if __name__ == "__main__":` block, else at the end
+            uses = [_span(s)[0] for s in src_body if not isinstance(s, (ast.Import, ast.ImportFrom))
+                    and not _is_doc(s) and node.name in _names(s)]
+            uses += [at for at, n in placed if node.name in _names(n)]
+            main = [_span(s)[0] for s in src_body if isinstance(s, ast.If) and "__name__" in ast.unparse(s.test)]
+            at = min(uses or main or [len(self.src)])
+            self.insert(at, lines + ["", ""] if at < len(self.src) else ["", ""] + lines, kind=0)
+            placed.append((at, node))
+
+    def klass(self, old: ast.ClassDef, new: ast.ClassDef) -> None:
+        """Replace the header, merge the body member by member (members not returned stay)."""
+        head_old = _span(old.body[0])[0]
+        head_new = _span(new.body[0])[0]
+        a = _span(old)[0]
+        header = _reindent(self.new[_span(new)[0]:head_new], new.col_offset, " " * old.col_offset)
+        self.ops.append((a, 2, len(self.ops), header, head_old))
+        indent = " " * old.body[0].col_offset
+        self.body(old.body, new.body, indent, module=False, end_at=old.end_lineno)
+
+
+def apply_definitions(source: str, code: str) -> str:
+    """Apply complete definitions to `source` by name:
+
+    - a top-level function or class replaces the one of the same name (a class is merged
+      member by member: its header and the methods given replace theirs, the others stay);
+      a function that matches no top-level name but exactly one class's method replaces it;
+    - a new function or class goes before the first top-level statement that uses it, else
+      before the `if __name__ == "__main__":` block, else at the end; a new method at the end
+      of its class;
+    - imports are added after the file's imports, or replace the import binding the same name
+      (or from the same module);
+    - other top-level statements replace the one with the same target (assignments) or the
+      same first line (loops, `with`, `if` blocks; or a similar one of the same kind), and a
+      new statement goes next to its neighbour in the answer that matched;
+    - a body of only `...`/`pass` means "unchanged". Nothing is deleted."""
+    try:
+        new_tree = ast.parse(code)
+    except SyntaxError as e:
+        raise EditError("not_applied", f"the returned code does not parse (line {e.lineno}: {e.msg})") from None
+    try:
+        src_tree = ast.parse(source)
+    except SyntaxError as e:
+        raise EditError("not_applied", f"the file does not parse (line {e.lineno}: {e.msg}): "
+                        "definitions cannot be applied, rewrite the whole file") from None
+    if not new_tree.body:
+        raise EditError("not_applied", "the code block is empty")
+    # the same name returned twice (e.g. "before" and "after"): the last one counts
+    last: dict[tuple, int] = {}
+    new_lines = code.splitlines()
+    for i, node in enumerate(new_tree.body):
+        if isinstance(node, _DEFS):
+            last[_key(node, new_lines)] = i
+    body = [n for i, n in enumerate(new_tree.body) if not isinstance(n, _DEFS) or last[_key(n, new_lines)] == i]
+    merge = _Merge(source.splitlines(), new_lines)
+    merge.body(src_tree.body, body, "", module=True, end_at=len(merge.src))
+    return merge.result()
+
+
 def _code_only(code: str) -> str | None:
     """The program without comments, docstrings and formatting (None if it does not parse)."""
-    import ast
-
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -158,6 +414,8 @@ def apply_edit(source: str, answer: str, edit_format: str, filename: str = "expe
         new = extract_whole_file(answer)
     elif edit_format == "search_replace":
         new = apply_search_replace(source, parse_search_replace(answer))
+    elif edit_format == "functions":
+        new = apply_definitions(source, extract_definitions(answer))
     else:
         raise ValueError(f"unknown edit format {edit_format!r}")
     if new.strip() == source.strip():

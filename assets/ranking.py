@@ -6,6 +6,11 @@ categorical judgements. The 1-10 score is built from two categories:
 A paper is kept when score >= KEEP_AT (8), as in DOLPHIN."""
 from __future__ import annotations
 
+import re
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
 KEEP_AT = 8
 
 RELEVANCE_POINTS = {
@@ -37,3 +42,73 @@ def score_paper(relevance: str, attribute_match: str | None) -> int:
 
 def is_kept(score: int, keep_at: int = KEEP_AT) -> bool:
     return score >= keep_at
+
+
+# -- attribute mode: the LLM names each paper's own task, input and output; the code compares
+# them with the topic's by embedding similarity (all-MiniLM-L6-v2 cosine) and grades each
+# attribute "match" / "partial" / "differs". Measured (bench/ranking_bench.py): asked directly,
+# the 1.5B model calls detection and completion papers "same task, input and output match";
+# what it writes as their output ("3D bounding boxes", "complete point cloud") does differ.
+
+ATTRIBUTES = ("task", "input", "output")
+MATCH_AT = 0.6     # cosine at which an attribute counts as the topic's
+PARTIAL_AT = 0.4
+LEVEL_POINTS = {   # what each graded attribute adds to the score
+    "task": {"match": 2, "partial": 1, "differs": 0},
+    "input": {"match": 1, "partial": 1, "differs": 0},
+    "output": {"match": 2, "partial": 1, "differs": 0},
+}
+ATTRIBUTE_RELEVANCE_POINTS = {   # the LLM's categorical relevance in the attribute mode
+    "same_task": 5,
+    "neighbouring_task": 4,       # the small model cannot tell these two apart: the attributes do
+    "same_field_other_task": 1,
+    "unrelated": 0,
+}
+
+_SPLIT = re.compile(r"[,;/()]|\bor\b|\band\b|\bthen\b")
+
+
+def parts(text: str) -> list[str]:
+    """The text and its pieces: a paper often lists several tasks or outputs ("class label or
+    per-point labels"); an attribute agrees when any piece agrees."""
+    text = " ".join(text.split())
+    pieces = [p.strip(" .-") for p in _SPLIT.split(text)]
+    return list(dict.fromkeys([text] + [p for p in pieces if len(p) >= 3]))
+
+
+def attribute_similarities(topic: Mapping[str, str], papers: Sequence[Mapping[str, str]],
+                           encode: Callable[[list[str]], np.ndarray]) -> list[dict[str, float]]:
+    """Per paper and attribute, the best cosine between any piece of the paper's attribute and any
+    piece of the topic's. `encode` returns L2-normalised rows (Embedder.encode); every distinct
+    piece is encoded once."""
+    texts = list(dict.fromkeys(t for a in ATTRIBUTES for src in (topic, *papers) for t in parts(src[a])))
+    if not texts:
+        return [dict.fromkeys(ATTRIBUTES, 0.0) for _ in papers]
+    vec = dict(zip(texts, np.asarray(encode(texts), dtype=np.float32)))
+    out = []
+    for p in papers:
+        sims = {}
+        for a in ATTRIBUTES:
+            mine, theirs = parts(topic[a]), parts(p[a])
+            sims[a] = round(float(max((vec[x] @ vec[y] for x in mine for y in theirs), default=0.0)), 3)
+        out.append(sims)
+    return out
+
+
+def grade(sim: float, match_at: float = MATCH_AT, partial_at: float = PARTIAL_AT) -> str:
+    return "match" if sim >= match_at else "partial" if sim >= partial_at else "differs"
+
+
+def agreement(sims: Mapping[str, float], match_at: float = MATCH_AT, partial_at: float = PARTIAL_AT) -> dict[str, str]:
+    return {a: grade(sims[a], match_at, partial_at) for a in ATTRIBUTES}
+
+
+def agreement_label(levels: Mapping[str, str]) -> str:
+    """e.g. 'task match, input partial, output differs' (stored as attribute_match)."""
+    return ", ".join(f"{a} {levels[a]}" for a in ATTRIBUTES)
+
+
+def score_attributes(relevance: str, levels: Mapping[str, str]) -> int:
+    """1-10 from the LLM's relevance category and the graded task / input / output agreement."""
+    points = ATTRIBUTE_RELEVANCE_POINTS[relevance] + sum(LEVEL_POINTS[a][levels[a]] for a in ATTRIBUTES)
+    return max(1, min(10, points))

@@ -6,10 +6,8 @@
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -19,14 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "bench" / "RESULTS.md"
-BEGIN, END = "<!-- bench:auto:begin -->", "<!-- bench:auto:end -->"
-
-
-def machine() -> str:
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    mem = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))) / 2**20
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
+from bench.common import machine, today, write_section  # noqa: E402
 
 
 def bench_baseline(topic: str, runs: int = 3) -> list[float]:
@@ -74,24 +65,16 @@ def main() -> None:
     rounds = int(os.environ.get("ROUNDS", "2"))
     base = bench_baseline(topic)
     loop = bench_loop(topic, rounds)
-    section = "\n".join([
-        BEGIN,
-        f"## Latest `make bench` ({dt.date.today()}, {machine()})",
+    body = "\n".join([
+        f"## Latest `make bench` ({today()}, {machine()})",
         "",
         f"- baseline run of `{topic}` (sandboxed): median {statistics.median(base):.1f}s over {len(base)} runs",
         f"- `researchloop run --topic {topic} --rounds {rounds}` with `{loop['model']}`, empty LLM cache: "
         f"{loop['wall_s']:.0f}s wall",
         "",
         stage_table(loop),
-        END,
     ])
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmarks\n"
-    if BEGIN in text:
-        text = text.split(BEGIN)[0] + section + text.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    RESULTS.write_text(text)
-    print(section)
+    print(write_section("auto", body))
 
 
 if __name__ == "__main__":

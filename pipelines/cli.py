@@ -28,23 +28,38 @@ def _console():
 
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+FANNED_OUT = {"run_results"}  # stages with one Dagster step per idea
 
 
-def materialize_stage(asset_def, partition_key, instance, resources):
-    """Materialise one asset for one partition; returns (ok, failed check names, run_id)."""
-    import dagster as dg
-
-    from assets import ALL_ASSETS
-
-    result = dg.materialize(ALL_ASSETS, selection=[asset_def], partition_key=partition_key, instance=instance,
-                            resources=resources, run_config=QUIET, raise_on_error=False,
-                            tags={"researchloop/topic": str(partition_key).split("|")[-1]})
+def _stage_outcome(result) -> tuple[bool, list[str], str, dict]:
     failed = [e.check_name for e in result.get_asset_check_evaluations() if not e.passed]
     meta = {}
     for m in result.get_asset_materialization_events():
         meta = {k: v.value for k, v in m.materialization.metadata.items()
                 if k in ("llm_calls", "llm_cached_calls", "prompt_tokens", "completion_tokens", "cost_usd")}
     return result.success, failed, result.run_id, meta
+
+
+def materialize_stage(asset_def, partition_key, instance, resources, parallel: int = 1):
+    """Materialise one asset for one partition; returns (ok, failed check names, run_id, usage).
+    A fanned-out stage (one step per idea) runs with the multiprocess executor when parallel > 1."""
+    import dagster as dg
+
+    from assets import ALL_ASSETS
+    from assets.partitions import round_x_topic
+
+    tags = {"researchloop/topic": str(partition_key).split("|")[-1]}
+    if parallel > 1 and asset_def.key.to_user_string() in FANNED_OUT:
+        from pipelines.definitions import research_round
+
+        tags.update(round_x_topic.get_tags_for_partition_key(str(partition_key)))
+        config = {**QUIET, "execution": {"config": {"multiprocess": {"max_concurrent": parallel}}}}
+        with dg.execute_job(dg.reconstructable(research_round), instance, run_config=config, tags=tags,
+                            asset_selection=[asset_def.key], raise_on_error=False) as result:
+            return _stage_outcome(result)
+    result = dg.materialize(ALL_ASSETS, selection=[asset_def], partition_key=partition_key, instance=instance,
+                            resources=resources, run_config=QUIET, raise_on_error=False, tags=tags)
+    return _stage_outcome(result)
 
 
 def cmd_run(args) -> int:
@@ -56,6 +71,7 @@ def cmd_run(args) -> int:
     from assets import ROUND_ASSETS, TOPIC_ASSETS
     from assets.partitions import multi_key, round_partitions, topic_partitions
     from pipelines.definitions import build_resources
+    from resources.devices import parallel_limit
     from resources.paths import resolve_topic_dir
     from schemas.topic import TopicSpecError, load_topic
 
@@ -78,9 +94,12 @@ def cmd_run(args) -> int:
     from resources.local_llm import server_status
 
     started_server = llm.is_local() and not (server_status() or {}).get("alive")
+    parallel = args.parallel or parallel_limit()
+    os.environ["RESEARCHLOOP_MAX_PARALLEL"] = str(parallel)  # the step processes share out devices by it
     plan = [(a, spec.name) for a in TOPIC_ASSETS] + [(a, multi_key(spec.name, rk)) for rk in rounds for a in ROUND_ASSETS]
     console.print(f"[bold]researchloop[/bold]: topic [cyan]{spec.name}[/cyan], rounds {', '.join(rounds)}, "
                   f"model {llm.model_name()} ({'local' if llm.is_local() else 'remote'}), "
+                  f"experiments in parallel: {parallel}, "
                   f"DAGSTER_HOME={os.environ['DAGSTER_HOME']}")
     t_start = time.monotonic()
     stopped_at = None
@@ -96,7 +115,7 @@ def cmd_run(args) -> int:
                 name = asset_def.key.to_user_string()
                 progress.update(task, description=f"{pk} {name}")
                 t0 = time.monotonic()
-                ok, failed_checks, run_id, meta = materialize_stage(asset_def, pk, instance, resources)
+                ok, failed_checks, run_id, meta = materialize_stage(asset_def, pk, instance, resources, parallel)
                 timings.append({"partition": str(pk), "asset": name, "ok": ok,
                                 "seconds": round(time.monotonic() - t0, 2), **meta})
                 console.print(f"  [{i}/{len(plan)}] {'[green]ok[/green]' if ok else '[red]FAILED[/red]'} "
@@ -188,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--start", type=int, default=1, help="first round number (default 1)")
     r.add_argument("--keep-server", action="store_true", help="leave the local LLM server running afterwards")
     r.add_argument("--timings", default="", help="write per-stage wall time and tokens to this JSON file")
+    r.add_argument("--parallel", type=int, default=0,
+                   help="experiments run at once, one Dagster step per idea (default: $RESEARCHLOOP_MAX_PARALLEL, "
+                        "else one per GPU, else one per core); 1 runs the steps in this process")
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("status", help="topics, rounds done, best results")
     s.set_defaults(fn=cmd_status)

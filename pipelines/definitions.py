@@ -6,6 +6,7 @@ import os
 import dagster as dg
 
 from assets import ALL_ASSETS
+from assets.verification import STEP_IO
 from pipelines.jobs import research_round_job, topic_setup_job
 from pipelines.sensors import round_sensor, topic_sensor
 from resources.embedder import Embedder
@@ -33,10 +34,12 @@ def build_resources(resolved: bool = False) -> dict:
                    model=_env("RESEARCHLOOP_MODEL"), edit_format=_env("RESEARCHLOOP_EDIT_FORMAT", "auto"),
                    local_llm=local),
         "embedder": Embedder(model=_env("RESEARCHLOOP_EMBEDDER")),
-        "literature": Literature(corpus=_env("RESEARCHLOOP_CORPUS")),
+        "literature": Literature(source=_env("RESEARCHLOOP_LITERATURE", "corpus"), corpus=_env("RESEARCHLOOP_CORPUS"),
+                                 categories=_env("RESEARCHLOOP_CATEGORIES")),
         "runner": Runner(sandbox=os.environ.get("RESEARCHLOOP_UNSANDBOXED", "") != "1"),
         "tracker": Tracker(tracking_uri=_env("MLFLOW_TRACKING_URI")),
         "io_manager": RecordIOManager(),
+        STEP_IO: dg.FilesystemIOManager(),  # per-idea step outputs, under the instance's storage
     }
 
 
@@ -46,3 +49,10 @@ defs = dg.Definitions(
     sensors=[topic_sensor, round_sensor],
     resources=build_resources(),
 )
+
+
+def research_round() -> dg.JobDefinition:
+    """The round job, resolved: `dg.reconstructable(research_round)` lets the CLI run it with the
+    multiprocess executor (per-idea steps in parallel) outside `dagster dev`."""
+    return defs.get_job_def("research_round")
+

@@ -1,112 +1,118 @@
-"""`literature`: papers to read. Default: the corpus shipped in the repo (corpus/papers.jsonl),
-searched hybrid (BM25 + embeddings, fused by reciprocal rank). The embedding index is built
-once per (corpus, model) and memory-mapped afterwards."""
+"""`literature`: papers to read, from one of four sources behind one interface
+(resources/sources.py `PaperSource`):
+
+- `corpus` (default): the corpus shipped in the repo (corpus/papers.jsonl) or another file;
+- `dump`: a user's own file: JSON lines or Parquet with title + abstract, or the arXiv
+  metadata snapshot (streamed with polars, optionally filtered by category);
+- `semantic_scholar`, `openalex`: the online services (resources/scholarly.py), rate-limited,
+  retried and cached on disk.
+
+Local sources are searched hybrid (BM25 + embeddings, fused by reciprocal rank) over an
+index built once per file version and embedding model under $DAGSTER_HOME/index. Online
+sources keep the service's own relevance order. The global choice comes from the resource
+config (RESEARCHLOOP_LITERATURE, RESEARCHLOOP_CORPUS, RESEARCHLOOP_CATEGORIES); a topic's
+`literature:` section in topic.yaml overrides it for that topic."""
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
+import os
 from pathlib import Path
-from typing import Sequence
 
 import dagster as dg
-import numpy as np
 from pydantic import Field
 
 from resources.embedder import Embedder
 from resources.paths import REPO_ROOT, under_home
+from resources.scholarly import OPENALEX_URL, S2_URL, HttpPolicy, OpenAlex, SemanticScholar
+from resources.sources import LocalSource, PaperSource, load_papers, rrf_fuse  # noqa: F401 (re-exported)
 from schemas.records import Paper
+from schemas.topic import TopicSpec
 
 DEFAULT_CORPUS = REPO_ROOT / "corpus" / "papers.jsonl"
-
-
-@functools.lru_cache(maxsize=4)
-def _corpus_index(path: str, mtime_ns: int):
-    """Papers and their BM25 index, built once per corpus file version and process (novelty
-    checks search once per idea)."""
-    import bm25s
-
-    papers = load_corpus(Path(path))
-    retriever = bm25s.BM25()
-    if papers:
-        retriever.index(bm25s.tokenize([_doc_text(p) for p in papers], stopwords="en", show_progress=False),
-                        show_progress=False)
-    return papers, retriever
+SOURCES = ("corpus", "dump", "semantic_scholar", "openalex")
+ONLINE_OVERFETCH = 2   # online results lacking an abstract are skipped; fetch this many times k
 
 
 def load_corpus(path: Path) -> list[Paper]:
-    papers = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{i}: not JSON: {e}") from e
-        papers.append(Paper(
-            paper_id=d["paper_id"], title=d["title"],
-            abstract=d.get("summary") or d.get("abstract") or "",
-            year=d.get("year"), venue=d.get("venue"), authors=d.get("authors") or [],
-            arxiv_id=d.get("arxiv_id"), source="corpus",
-        ))
-    return papers
-
-
-def rrf_fuse(rankings: Sequence[Sequence[int]], k: int = 60) -> dict[int, float]:
-    """Reciprocal rank fusion of several rankings (lists of doc indices, best first)."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking):
-            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank + 1)
-    return scores
-
-
-def _doc_text(p: Paper) -> str:
-    return f"{p.title}. {p.abstract}"
+    """A corpus/paper file read whole (JSON lines or Parquet with title + abstract/summary)."""
+    return load_papers(path, source="corpus")
 
 
 class Literature(dg.ConfigurableResource):
-    corpus: str = Field("", description="JSON lines with paper_id, title, summary/abstract; empty: shipped corpus")
+    source: str = Field("corpus", description="corpus | dump | semantic_scholar | openalex "
+                        "(RESEARCHLOOP_LITERATURE); a topic.yaml `literature:` section overrides it")
+    corpus: str = Field("", description="the corpus file; empty: the shipped corpus. Also the dump "
+                        "file when dump_path is empty (RESEARCHLOOP_CORPUS)")
+    dump_path: str = Field("", description="the dump: JSON lines / Parquet with title and abstract, or "
+                           "the arXiv metadata snapshot (arxiv-metadata-oai-snapshot.json)")
+    dump_format: str = Field("auto", description="auto | jsonl | parquet | arxiv")
+    categories: str = Field("", description="arXiv categories to keep, comma-separated, e.g. 'cs.CV,cs.LG' "
+                            "(RESEARCHLOOP_CATEGORIES; arXiv snapshot only)")
     index_dir: str = Field("", description="empty: $DAGSTER_HOME/index")
+    semantic_scholar_url: str = S2_URL
+    semantic_scholar_api_key: str = Field("", description="empty: $SEMANTIC_SCHOLAR_API_KEY (optional)")
+    semantic_scholar_rate: float = Field(1.0, gt=0, description="requests per second, one pool per process")
+    openalex_url: str = OPENALEX_URL
+    openalex_mailto: str = Field("", description="empty: $OPENALEX_MAILTO (optional, OpenAlex's polite pool)")
+    openalex_rate: float = Field(10.0, gt=0, description="requests per second, one pool per process")
+    http_cache_dir: str = Field("", description="empty: $DAGSTER_HOME/http_cache")
+    timeout_s: float = Field(30.0, gt=0)
+    max_tries: int = Field(5, ge=1)
 
     def corpus_path(self) -> Path:
         return Path(self.corpus) if self.corpus else DEFAULT_CORPUS
 
-    def _index(self):
-        p = self.corpus_path()
-        return _corpus_index(str(p), p.stat().st_mtime_ns)
+    def _index_root(self) -> Path:
+        return Path(self.index_dir) if self.index_dir else under_home("index")
+
+    def _cache_dir(self) -> Path:
+        return Path(self.http_cache_dir) if self.http_cache_dir else under_home("http_cache")
+
+    def open(self, embedder: Embedder, topic: TopicSpec | None = None) -> PaperSource:
+        """The source for a topic: its topic.yaml `literature:` section, else the global choice.
+        Local sources need the embedder (hybrid search); online ones ignore it."""
+        spec = topic.literature if topic is not None else None
+        if spec and spec.source:
+            name = spec.source
+        elif spec and spec.path:
+            name = "dump"
+        else:
+            name = self.source or "corpus"
+        if name not in SOURCES:
+            raise ValueError(f"unknown literature source {name!r}: choose one of {', '.join(SOURCES)}")
+        policy = HttpPolicy(timeout_s=self.timeout_s, max_tries=self.max_tries)
+        if name == "semantic_scholar":
+            return SemanticScholar(self.semantic_scholar_url,
+                                   self.semantic_scholar_api_key or os.environ.get("SEMANTIC_SCHOLAR_API_KEY", ""),
+                                   self._cache_dir(), self.semantic_scholar_rate, policy)
+        if name == "openalex":
+            return OpenAlex(self.openalex_url, self.openalex_mailto or os.environ.get("OPENALEX_MAILTO", ""),
+                            self._cache_dir(), self.openalex_rate, policy)
+        if spec and spec.path:
+            path = Path(spec.path) if Path(spec.path).is_absolute() or topic is None else topic.path / spec.path
+            fmt, cats = spec.format, spec.categories
+        else:
+            path = self.corpus_path() if name == "corpus" else Path(self.dump_path or self.corpus)
+            if name == "dump" and not (self.dump_path or self.corpus):
+                raise ValueError("literature source 'dump' needs a file: set RESEARCHLOOP_CORPUS (or the "
+                                 "resource's dump_path) or `literature: {path: ...}` in topic.yaml")
+            fmt = self.dump_format if name == "dump" else "auto"
+            cats = [c.strip() for c in self.categories.split(",") if c.strip()] if name == "dump" else []
+            if spec and spec.categories:
+                cats = spec.categories
+        return LocalSource(path, embedder, self._index_root(), fmt, cats, name=name)
+
+    def search(self, query: str, k: int, embedder: Embedder, topic: TopicSpec | None = None) -> list[Paper]:
+        """Up to k papers for the query from the topic's (or the global) source. Online results
+        without an abstract are skipped (ranking reads the abstract), so online sources are asked
+        for ONLINE_OVERFETCH x k."""
+        src = self.open(embedder, topic)
+        if isinstance(src, LocalSource):
+            return src.search(query, k)
+        return [p for p in src.search(query, ONLINE_OVERFETCH * k) if p.abstract][:k]
 
     def papers(self) -> list[Paper]:
-        return list(self._index()[0])
-
-    def _embeddings(self, papers: list[Paper], embedder: Embedder) -> np.ndarray:
-        h = hashlib.sha256()
-        h.update(embedder.model_id().encode())
-        for p in papers:
-            h.update(_doc_text(p).encode())
-        root = Path(self.index_dir) if self.index_dir else under_home("index")
-        f = root / f"emb-{h.hexdigest()[:16]}.npy"
-        if not f.exists():
-            vecs = embedder.encode([_doc_text(p) for p in papers])
-            tmp = f.with_suffix(".tmp.npy")
-            np.save(tmp, vecs)
-            tmp.replace(f)
-        return np.load(f, mmap_mode="r")
-
-    def search(self, query: str, k: int, embedder: Embedder) -> list[Paper]:
-        import bm25s
-
-        papers, retriever = self._index()
-        if not papers:
-            return []
-        res, _ = retriever.retrieve(bm25s.tokenize([query], stopwords="en", show_progress=False),
-                                    k=len(papers), show_progress=False)
-        bm25_rank = [int(i) for i in res[0]]
-        emb = self._embeddings(papers, embedder)
-        q = embedder.encode([query])[0]
-        sims = np.asarray(emb @ q)
-        emb_rank = [int(i) for i in np.argsort(-sims)]
-        fused = rrf_fuse([bm25_rank, emb_rank])
-        best = sorted(fused, key=lambda i: -fused[i])[:k]
-        return [papers[i].model_copy(update={"query": query, "retrieval_score": round(fused[i], 6)})
-                for i in best]
+        """Every paper of the global local source (corpus or dump)."""
+        src = self.open(Embedder())
+        if not isinstance(src, LocalSource):
+            raise ValueError(f"papers() lists a local source; {self.source} is online: use search()")
+        return src.papers()

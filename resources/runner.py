@@ -299,6 +299,16 @@ def _first_untraversable_ancestor(path: Path) -> Path | None:
     return None
 
 
+def gpu_device_nodes(visible: str) -> list[str]:
+    """NVIDIA device nodes a run given CUDA devices `visible` (e.g. "0") needs inside the
+    fresh /dev: the control nodes and the cards named; nothing when no GPU is given."""
+    ids = [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    if not ids:
+        return []
+    names = ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", *(f"nvidia{i}" for i in ids)]
+    return [f"/dev/{n}" for n in names if os.path.exists(f"/dev/{n}")]
+
+
 def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expose: Sequence[Path],
                tmp_bytes: int, root_mode: bool, bwrap: str = "bwrap") -> list[str]:
     """The bwrap part of the command line (everything up to the sandboxed program)."""
@@ -316,6 +326,8 @@ def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expo
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm"]
+    for node in gpu_device_nodes(env.get("CUDA_VISIBLE_DEVICES", "")):
+        args += ["--dev-bind", node, node]
     before = [h for h in hide if _under(workdir, h)]   # hidden dirs that contain the workspace
     after = [h for h in hide if h not in before]        # the rest (incl. ones inside it)
     for h in before:

@@ -2,9 +2,10 @@
 `response_format`). Categories instead of numbers where the small local model cannot grade."""
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 
 class _Strict(BaseModel):
@@ -34,6 +35,28 @@ class PaperJudgement(_Strict):
     reason: str = Field(max_length=90, description="one short sentence")
 
 
+class PaperAttributes(_Strict):
+    # a paper's own task attributes, compared with the topic's in code (assets/ranking.py): the
+    # 1.5B model names what a paper does well but cannot tell a neighbouring task from ours
+    task: str = Field(max_length=60, description="the paper's own task in a few words")
+    input: str = Field(max_length=60, description="what the paper's model receives")
+    output: str = Field(max_length=60, description="what the paper's model predicts")
+    relevance: Relevance
+
+
+class PaperRelevance(_Strict):
+    # naive ranking (DOLPHIN's baseline): relevance alone, no task attributes
+    relevance: Relevance
+
+
+@lru_cache(maxsize=None)
+def paper_batch(item: type[BaseModel], n: int) -> type[BaseModel]:
+    """The answer for n papers judged in one request: exactly n items, in the papers' order
+    (the grammar enforces the count). One class per (item, n), named e.g. PaperAttributesBatch."""
+    return create_model(f"{item.__name__}Batch", __base__=_Strict,
+                        papers=(list[item], Field(min_length=n, max_length=n)))
+
+
 class IdeaDraft(_Strict):
     Name: str = Field(max_length=40, description="short snake_case identifier")
     Title: str = Field(max_length=100)
@@ -48,7 +71,21 @@ class IdeaList(_Strict):
     ideas: list[IdeaDraft]
 
 
+class NoveltyQuery(_Strict):
+    """First step of the novelty check: what to search for."""
+    query: str = Field(min_length=3, max_length=80, description="a short literature search query")
+
+
+class NoveltyStep(_Strict):
+    """A step of the novelty check that may ask for one more search instead of deciding."""
+    decision: Literal["search_again", "novel", "not_novel"]
+    query: str = Field(max_length=80, description="the next search query if search_again, else empty")
+    closest_paper: int = Field(description="number of the closest paper, 0 if none")
+    reason: str = Field(max_length=120)
+
+
 class NoveltyJudgement(_Strict):
+    """The last step of the novelty check: a decision."""
     decision: Literal["novel", "not_novel"]
     closest_paper: int = Field(description="number of the closest paper, 0 if none")
     reason: str = Field(max_length=160)

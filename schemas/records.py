@@ -46,11 +46,18 @@ class PaperScore(BaseModel):
     paper_id: str
     title: str
     relevance: str          # categorical judgement (see assets/ranking.py)
-    attribute_match: str    # categorical judgement
+    attribute_match: str    # categorical judgement, or the graded agreement "task match, input partial, ..."
     score: int              # 1-10 built from the two categories
     kept: bool              # score >= keep threshold (8)
     reason: str
     error: str | None = None
+    mode: str = "judged"    # attributes | naive | judged (assets/papers.py rank_papers)
+    paper_task: str | None = None       # the paper's own task attributes, as the LLM read them
+    paper_input: str | None = None
+    paper_output: str | None = None
+    task_similarity: float | None = None    # cosine with the topic's task / input / output
+    input_similarity: float | None = None
+    output_similarity: float | None = None
 
 
 class Idea(BaseModel):
@@ -72,7 +79,11 @@ class FilteredIdea(Idea):
     independent: bool
     novel: bool | None = None
     novelty_reason: str = ""
-    novelty_evidence: list[str] = []
+    novelty_queries: list[str] = Field([], description="every literature query of the novelty check, in order")
+    novelty_evidence: list[str] = Field([], description="ids of every paper the idea was compared with")
+    novelty_evidence_titles: list[str] = Field([], description="their titles, same order")
+    novelty_closest_paper: str | None = Field(None, description="id of the paper the judge named closest")
+    novelty_error: str | None = Field(None, description="why the novelty check could not decide")
     kept: bool
     drop_reason: str | None = None
 
@@ -116,7 +127,9 @@ class Attempt(BaseModel):
     error: str | None = None
     frames: list[TraceFrame] = []
     local_structure: str = ""
-    fix_status: str | None = None
+    analysis: str = ""              # the LLM's error-related code structure ("structure" debugging)
+    fix_status: str | None = None   # ok | not_applied | no_op | syntax_error | dishonest | llm_failed
+    fix_error: str | None = None    # why the repair after this attempt failed
     fix_diff: str = ""
     metrics: dict[str, float] = {}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # Dagster multi-partition keys use "|" and partition ranges use "," "[" "]": keep names plain.
 TOPIC_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -33,6 +33,45 @@ class Budget(BaseModel):
     memory_mb: int = Field(4096, ge=256)
 
 
+class IdeationSpec(BaseModel):
+    """How ideas are proposed and filtered (DOLPHIN 3.1); the defaults are DOLPHIN's."""
+    model_config = ConfigDict(extra="forbid")
+    brainstorm: bool = Field(False, description="also propose ideas from the topic and code alone "
+                             "(no papers) and merge them before filtering (SciPIP's dual path)")
+    independence_threshold: float = Field(0.8, gt=0, le=1, description="an idea whose summary has "
+                                          "cosine >= this with an idea in the bank is dropped")
+    bank: Literal["ineffective", "ineffective_and_failed", "all_tried", "none"] = Field(
+        "ineffective", description="which earlier ideas seed the bank: ineffective = maintenance + "
+        "decline (DOLPHIN); all_tried = every earlier idea with a verdict; none = this round only")
+    novelty_rounds: int = Field(2, ge=0, le=10, description="literature searches per idea in the "
+                                "novelty check; 0 switches the check off")
+    novelty_papers: int = Field(5, ge=1, le=20, description="papers shown per novelty search")
+
+
+class LiteratureSpec(BaseModel):
+    """Where this topic's papers come from, overriding the global `literature` resource
+    (RESEARCHLOOP_LITERATURE / RESEARCHLOOP_CORPUS); see resources/literature.py."""
+    model_config = ConfigDict(extra="forbid")
+    source: Literal["corpus", "dump", "semantic_scholar", "openalex"] | None = Field(
+        None, description="empty: the global choice")
+    path: str | None = Field(None, description="the corpus/dump file (JSON lines, Parquet or the arXiv "
+                             "metadata snapshot), absolute or relative to the topic folder")
+    format: Literal["auto", "jsonl", "parquet", "arxiv"] = "auto"
+    categories: list[str] = Field(default_factory=list, description="arXiv categories to keep, e.g. "
+                                  "[cs.CV] or an archive [cs] (arXiv snapshot only)")
+
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _one_or_many(cls, v):
+        return [v] if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _file_fields_need_a_file_source(self) -> "LiteratureSpec":
+        if self.source in ("semantic_scholar", "openalex") and (self.path or self.categories):
+            raise ValueError(f"path and categories apply to source corpus or dump, not {self.source}")
+        return self
+
+
 class TopicSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -44,6 +83,8 @@ class TopicSpec(BaseModel):
                               "e.g. 'python experiment.py --dry_run --out_dir {out_dir}'")
     metric: MetricSpec
     budget: Budget = Budget()
+    ideation: IdeationSpec = IdeationSpec()
+    literature: LiteratureSpec | None = Field(None, description="this topic's paper source; empty: the global one")
     dir: str = Field("", exclude=True, description="folder holding topic.yaml (filled on load)")
 
     @field_validator("name")

@@ -32,6 +32,9 @@ def fake_llm():
 
 
 def make_resources(base_url: str, model: str = "fake-model") -> dict:
+    import dagster as dg
+
+    from assets.verification import STEP_IO
     from resources.embedder import Embedder
     from resources.literature import Literature
     from resources.llm import LLM
@@ -42,5 +45,5 @@ def make_resources(base_url: str, model: str = "fake-model") -> dict:
     return {
         "llm": LLM(base_url=base_url, api_key="sk-test", model=model, edit_format="whole", max_retries=1),
         "embedder": Embedder(), "literature": Literature(), "runner": Runner(), "tracker": Tracker(),
-        "io_manager": RecordIOManager(),
+        "io_manager": RecordIOManager(), STEP_IO: dg.FilesystemIOManager(),
     }

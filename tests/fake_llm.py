@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1 for fast tests.
 
 It answers like a well-behaved model for each stage (recognised by the JSON schema name or
-the prompt), with a few deliberate faults so the error paths run for real: one idea's patch
+the prompt; the novelty check always searches twice, then says novel), with a few deliberate faults so the error paths run for real: one idea's patch
 has a bug the debugging stage must fix, and one idea's patch answers are always malformed."""
 from __future__ import annotations
 
@@ -69,6 +69,8 @@ class Script:
                                "relevance": "same_task" if same else "unrelated",
                                "attribute_match": "input_and_output_match" if same else "neither_matches",
                                "reason": "matches" if same else "different task"})
+        if name == "IdeaList" and "brainstorm" in user:
+            return json.dumps({"ideas": brainstorm_ideas(user)})
         if name == "IdeaList":
             n = int(re.search(r"Propose (\d+) different ideas", user).group(1))
             rnd = user.count("\n- ") + 1  # more earlier ideas in later rounds -> different names
@@ -86,6 +88,12 @@ class Script:
                  "References": [2], "Builds_on": []},
             ]
             return json.dumps({"ideas": ideas[:n]})
+        if name == "NoveltyQuery":  # the first turn names the idea: search for its title
+            title = re.search(r"Idea: (.*)", msgs[1]["content"]).group(1)
+            return json.dumps({"query": title.lower()[:60]})
+        if name == "NoveltyStep":  # one more search before deciding
+            return json.dumps({"decision": "search_again", "query": "toy classification " + str(len(msgs)),
+                               "closest_paper": 0, "reason": "not settled yet"})
         if name == "NoveltyJudgement":
             return json.dumps({"decision": "novel", "closest_paper": 1, "reason": "no paper does this"})
         if name == "PlanDraft":
@@ -101,6 +109,26 @@ class Script:
         if "running it failed with" in user:
             return "```python\n" + code.replace("EPOCHS = EPOCH_COUNT", "EPOCHS = 60") + "```"
         return "I do not understand."
+
+
+def brainstorm_ideas(user: str) -> list[dict]:
+    """The brainstorm path (no papers): one name that clashes with the literature path, one
+    near-copy of a literature idea (the independence filter must catch it) and one new idea."""
+    n = int(re.search(r"brainstorm (\d+) different ideas", user).group(1))
+    rnd = user.count("\n- ") + 1
+    ideas = [
+        {"Name": f"longer_training_r{rnd}", "Title": "Standardise the inputs",
+         "Experiment": "Scale both features to zero mean and unit variance.",
+         "Summary": "Standardise the two input features before training so gradient descent is well conditioned.",
+         "References": [3], "Builds_on": []},
+        {"Name": "train_until_converged", "Title": "Train longer",
+         "Experiment": "Raise EPOCHS.", "Summary": "Train the logistic regression for longer so that it converges.",
+         "References": [], "Builds_on": []},
+        {"Name": "label_smoothing", "Title": "Smooth the labels",
+         "Experiment": "Use targets 0.05 and 0.95.", "Summary": "Soften the 0/1 targets of the loss to 0.05/0.95 "
+         "to keep the weights from growing without bound.", "References": [], "Builds_on": []},
+    ]
+    return ideas[:n]
 
 
 class FakeLLMServer:

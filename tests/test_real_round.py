@@ -6,6 +6,7 @@ import pytest
 
 from assets import ALL_ASSETS, ROUND_ASSETS, TOPIC_ASSETS
 from assets.partitions import multi_key
+from assets.verification import STEP_IO
 from resources.store import Store
 from schemas.frames import from_frame
 from schemas.records import Feedback, FilteredIdea, PaperScore, RunResult
@@ -41,7 +42,8 @@ def test_round_with_real_local_model(home, local_llm):
     llm = LLM(local_llm=local_llm)
     assert llm.is_local() and llm.resolved_edit_format() == "whole"
     resources = {"llm": llm, "embedder": Embedder(), "literature": Literature(), "runner": Runner(),
-                 "tracker": Tracker(), "io_manager": RecordIOManager()}
+                 "tracker": Tracker(), "io_manager": RecordIOManager(),
+                 STEP_IO: dg.FilesystemIOManager()}
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", [TOPIC])
     instance.add_dynamic_partitions("rounds", ["r1"])

@@ -1,5 +1,13 @@
-"""Patching and debugging prompts for both edit formats. The search/replace instructions carry
-a worked example: the small local model applies blocks only when it has seen one."""
+"""Patching and debugging prompts for the edit formats (whole / search_replace / functions).
+The search/replace and functions instructions carry a worked example: the small local model
+follows a format only when it has seen one.
+
+Debugging (DOLPHIN 3.2) has three modes, to reproduce the paper's Table 4:
+- "structure": the traceback plus the local code structure (the source of the functions the
+  error passed through); the model first writes its analysis of that structure (`analyse`),
+  then fixes the error from the error, the structure and its analysis (`fix`);
+- "traceback": the traceback only, fixed in one step;
+- "error": only the final error line, fixed in one step."""
 
 SR_EXAMPLE = '''Example. To change the learning rate and add dropout:
 <<<<<<< SEARCH
@@ -19,10 +27,30 @@ RULES = ("Keep the command-line arguments, the data loading, the evaluation and 
          "final_info.json working exactly as they are. Keep the training time similar.")
 
 
+FUNCTIONS_EXAMPLE = '''Example (for another file). To fix the input size of a layer and the optimizer line:
+```python
+class Net(nn.Module):
+    def __init__(self, n_classes):
+        super().__init__()
+        self.body = nn.Linear(64, 128)
+        self.head = nn.Linear(128, n_classes)
+
+optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+```'''
+
+MODES = ("structure", "traceback", "error")
+
+
 def format_instructions(edit_format: str, filename: str) -> str:
     if edit_format == "whole":
         return (f"Return the complete new {filename} in one ```python code block, "
                 "with every line of the file, and nothing else.")
+    if edit_format == "functions":
+        return ("Return in one ```python code block only the code you change: the complete new version "
+                "of each function or class you change (every line of it; in a class, the changed methods "
+                "are enough), any import you add, and for code outside functions the whole top-level "
+                "statement you change (for example one assignment line, or a whole `for` loop). "
+                "Do not repeat unchanged code.\n" + FUNCTIONS_EXAMPLE)
     return ("Return only SEARCH/REPLACE blocks. Each SEARCH part must copy lines exactly from the "
             "file; the REPLACE part holds the new lines.\n" + SR_EXAMPLE)
 
@@ -30,6 +58,10 @@ def format_instructions(edit_format: str, filename: str) -> str:
 def _system(code: str, filename: str) -> str:
     return ("You are an expert PyTorch engineer who edits experiment code.\n\n"
             f"The current {filename}:\n```python\n{code}\n```")
+
+
+GENERIC_RULES = ("Keep what the script does: its training, its evaluation and the results it writes. "
+                 "Do not silence the error with try/except.")
 
 
 def implement(code: str, filename: str, edit_format: str, title: str, summary: str, changes: list[str]) -> list[dict]:
@@ -42,14 +74,38 @@ def implement(code: str, filename: str, edit_format: str, title: str, summary: s
     ]
 
 
-def fix(code: str, filename: str, edit_format: str, error: str, structure: str, title: str,
-        with_structure: bool = True) -> list[dict]:
+def _failure(error: str, structure: str, title: str, mode: str) -> str:
+    """The shared head of the debugging prompts (same prefix: the server reuses its cache)."""
+    what = f"The file implements the idea '{title}' but running it failed with" if title else "Running it failed with"
     where = (f"\nThe code the error passed through (local code structure):\n{structure}\n"
-             if with_structure and structure else "")
+             if mode == "structure" and structure else "")
+    return f"{what}:\n{error}\n{where}"
+
+
+def analyse(code: str, filename: str, error: str, structure: str, title: str = "") -> list[dict]:
+    """Step 1 of "structure" debugging: the model writes the error-related code structure."""
+    return [
+        {"role": "system", "content": _system(code, filename)},
+        {"role": "user", "content": _failure(error, structure, title, "structure") + (
+            "\nDo not write code yet. In at most five short lines, describe the error-related code "
+            "structure: the functions and lines the error passes through, what each expects there "
+            "(shapes, types, names, devices), and which line causes the error and why.")},
+    ]
+
+
+def fix(code: str, filename: str, edit_format: str, error: str, structure: str, title: str,
+        with_structure: bool = True, *, mode: str | None = None, analysis: str = "",
+        generic: bool = False) -> list[dict]:
+    """Step 2 (or the only step): propose the fix. `mode` overrides `with_structure`; with
+    `generic` (a plain script, not a topic) the rules speak of the script, not final_info.json."""
+    mode = mode or ("structure" if with_structure else "traceback")
+    note = f"\nAnalysis of the error:\n{analysis.strip()}\n" if mode == "structure" and analysis.strip() else ""
     return [
         {"role": "system", "content": _system(code, filename)},
         {"role": "user", "content": (
-            f"The file implements the idea '{title}' but running it failed with:\n{error}\n{where}\n"
-            "Find the cause and fix it with the smallest change. Do not remove the idea, the "
-            f"training or the evaluation.\n{RULES}\n" + format_instructions(edit_format, filename))},
+            _failure(error, structure, title, mode) + note +
+            "\nFind the cause and fix it with the smallest change. Do not remove "
+            f"{'the idea, ' if title else ''}the training or the evaluation.\n"
+            f"{GENERIC_RULES if generic else RULES}\n"
+            + format_instructions(edit_format, filename))},
     ]

@@ -20,3 +20,37 @@ def judge_paper(topic: str, title: str, abstract: str, with_attributes: bool = T
         {"role": "system", "content": SYSTEM + "\n\n" + topic},
         {"role": "user", "content": f"Paper: {title}\n{abstract}\n\n{steps} Give a one-sentence reason."},
     ]
+
+
+# -- batched prompts (several papers per request). The system message (instructions + topic) is
+# identical for every request of a ranking, so llama.cpp's prefix cache reads it once; the
+# papers follow in the user message, numbered, and the answer lists them in the same order.
+
+RELEVANCE_SCALE = ("same_task (it solves our task, or proposes a method evaluated on it), "
+                   "neighbouring_task (a different task on the same kind of data), "
+                   "same_field_other_task, or unrelated")
+
+
+def attributes_system(topic: str) -> str:
+    return ("You read research papers. For each paper, write its OWN task, the input its model "
+            "receives and the output it predicts, in a few words each, as the paper states them "
+            "(describe the paper, not our task). Then judge its relevance to our task: "
+            f"{RELEVANCE_SCALE}.\n\n{topic}")
+
+
+def naive_system(title: str, description: str) -> str:
+    return ("You judge how relevant research papers are to our research topic: "
+            f"{RELEVANCE_SCALE}.\n\nOur topic: {title}\n{description.strip()}\n")
+
+
+def papers_block(papers: list[tuple[str, str]]) -> str:
+    """(title, abstract) pairs, numbered from 1."""
+    return "\n\n".join(f"Paper {i}: {t}\n{a.strip()}" for i, (t, a) in enumerate(papers, 1))
+
+
+def judge_batch(system: str, papers: list[tuple[str, str]]) -> list[dict]:
+    n = len(papers)
+    ask = ("Answer for this paper." if n == 1 else
+           f"Answer for each of the {n} papers, in the order given, one item per paper.")
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"{papers_block(papers)}\n\n{ask}"}]

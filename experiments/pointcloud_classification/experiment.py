@@ -23,7 +23,7 @@ if args.dry_run:
 
 torch.manual_seed(args.seed)
 np.random.seed(args.seed)
-torch.set_num_threads(2)
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))  # the runner shares out the cores
 torch.use_deterministic_algorithms(True)
 
 # the data set is fixed (seed 0) so that only the training seed varies between runs
