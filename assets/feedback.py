@@ -18,7 +18,9 @@ VERDICTS = ["improvement", "maintenance", "decline", "failed"]
 
 
 def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
-              tolerance: float) -> list[Feedback]:
+              tolerance: float, baseline_spread: float = 0.0) -> list[Feedback]:
+    """One verdict per kept idea; with repeated seeds the margin is the larger of the tolerance and
+    the seed spread of the idea or the baseline."""
     by_id = {r.idea_id: r for r in results}
     out = []
     for i in ideas:
@@ -31,7 +33,7 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
             verdict, reason, value = "failed", f"{r.status}: {r.reason}", None
         else:
             value = r.metric_value
-            verdict, reason = judge(value, baseline, goal, tolerance)
+            verdict, reason = judge(value, baseline, goal, tolerance, max(r.metric_spread, baseline_spread))
         out.append(Feedback(idea_id=i.idea_id, name=i.name, title=i.title, summary=i.summary, verdict=verdict,
                             reason=reason, metric_value=value, baseline_value=baseline,
                             delta=None if value is None else round(value - baseline, 6),
@@ -66,7 +68,7 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
     if base.metric_value is None:
         raise ValueError(f"the baseline of {topic} has no {spec.metric.name}: {base.reason}")
     rows = summarise(from_frame(filtered_ideas, FilteredIdea), from_frame(run_results, RunResult),
-                     base.metric_value, spec.metric.goal, spec.metric.tolerance)
+                     base.metric_value, spec.metric.goal, spec.metric.tolerance, base.metric_spread)
     df = to_frame(rows, Feedback)
     check = expectation_check("verdicts_valid", df.with_columns(
         judged_has_metric=(pl.col("verdict") == "failed") | pl.col("metric_value").is_not_null()), [

@@ -131,18 +131,37 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
                              title=idea.title, max_repairs=spec.budget.debug_attempts,
                              edit_format=patch.edit_format, log=log, env=env)
     if result.mlflow_run_id is None:
-        texts = {"patch.diff": patch.diff, "final_experiment.py": result.final_code}
-        for a in result.attempts:
-            texts[f"attempt-{a.attempt}/stderr_tail.txt"] = a.stderr_tail
-            texts[f"attempt-{a.attempt}/stdout_tail.txt"] = a.stdout_tail
-            texts[f"attempt-{a.attempt}/fix.diff"] = a.fix_diff
-        result.mlflow_run_id = tracker.log_run(
-            spec.name, idea.name, {"researchloop.idea_id": idea.idea_id, "researchloop.round": idea.round,
-                                   "researchloop.kind": "idea"},
-            params={"idea_id": idea.idea_id, "title": idea.title, "edit_format": patch.edit_format,
-                    "attempts": result.n_attempts, "status": result.status},
-            metrics=result.metrics, texts=texts, parent_id=parent_run, failed=result.status != "success")
+        result.mlflow_run_id = track_idea(tracker, spec, idea, patch, result, parent_run, workdir)
     return result
+
+
+def track_idea(tracker: Tracker, spec: TopicSpec, idea: FilteredIdea, patch: Patch, result: RunResult,
+               parent_run: str | None, workdir) -> str | None:
+    """MLflow: a run per idea (nested in the round's run) holding the patch and the final code,
+    and under it a run per attempt (params idea/attempt/edit format, its metrics, its logs, fix
+    diff and final_info.json)."""
+    run_id = tracker.log_run(
+        spec.name, idea.name, {"researchloop.idea_id": idea.idea_id, "researchloop.round": idea.round,
+                               "researchloop.kind": "idea"},
+        params={"idea_id": idea.idea_id, "title": idea.title, "edit_format": patch.edit_format,
+                "attempts": result.n_attempts, "status": result.status, "seeds": spec.budget.seeds},
+        metrics={**result.metrics, **({"metric_spread": result.metric_spread} if result.seed_values else {})},
+        texts={"patch.diff": patch.diff, "final_experiment.py": result.final_code},
+        parent_id=parent_run, failed=result.status != "success")
+    for a in result.attempts:
+        info = workdir / f"attempt-{a.attempt}" / OUT_DIR / "final_info.json"
+        tracker.log_run(
+            spec.name, f"{idea.name} attempt {a.attempt}",
+            {"researchloop.idea_id": idea.idea_id, "researchloop.kind": "attempt", "researchloop.attempt": str(a.attempt)},
+            params={"idea_id": idea.idea_id, "attempt": a.attempt, "edit_format": patch.edit_format,
+                    "exit_code": a.exit_code, "timed_out": a.timed_out, "fix_status": a.fix_status or "",
+                    "error": a.error or ""},
+            metrics={**a.metrics, "duration_s": a.duration_s},
+            texts={"stdout_tail.txt": a.stdout_tail, "stderr_tail.txt": a.stderr_tail, "fix.diff": a.fix_diff,
+                   "local_structure.txt": a.local_structure,
+                   "final_info.json": info.read_text() if info.is_file() else ""},
+            parent_id=run_id, failed=a.error is not None)
+    return run_id
 
 
 def _mapping_key(name: str, taken: set[str]) -> str:

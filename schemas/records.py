@@ -141,7 +141,9 @@ class RunResult(BaseModel):
     attempts: list[Attempt] = []
     n_attempts: int = 0
     metrics: dict[str, float] = {}
-    metric_value: float | None = None
+    metric_value: float | None = None   # the mean over seeds when the topic repeats seeds
+    seed_values: list[float] = Field([], description="the metric per seed (0, 1, ...), when repeated")
+    metric_spread: float = Field(0.0, description="sample standard deviation over the seeds")
     final_code: str = ""
     mlflow_run_id: str | None = None
 

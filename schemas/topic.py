@@ -31,6 +31,8 @@ class Budget(BaseModel):
     debug_attempts: int = Field(5, ge=0, le=20)
     run_timeout_s: float = Field(300, gt=0)
     memory_mb: int = Field(4096, ge=256)
+    seeds: int = Field(1, ge=1, le=10, description="runs per successful idea and for the baseline, seeds "
+                       "0..seeds-1 (the run command needs {seed}); verdicts then use the mean and the spread")
 
 
 class IdeationSpec(BaseModel):
@@ -101,6 +103,13 @@ class TopicSpec(BaseModel):
             raise ValueError("must contain {out_dir}, where the script writes final_info.json")
         return v
 
+    @model_validator(mode="after")
+    def _seeds_need_a_seed_placeholder(self) -> "TopicSpec":
+        if self.budget.seeds > 1 and "{seed}" not in self.run:
+            raise ValueError("budget.seeds > 1 needs {seed} in run, e.g. 'python experiment.py --seed {seed} "
+                             "--out_dir {out_dir}'")
+        return self
+
     @property
     def path(self) -> Path:
         return Path(self.dir)
@@ -109,10 +118,10 @@ class TopicSpec(BaseModel):
     def code_path(self) -> Path:
         return self.path / self.code
 
-    def run_command(self, out_dir: str, which: str = "run") -> list[str]:
+    def run_command(self, out_dir: str, which: str = "run", seed: int = 0) -> list[str]:
         import shlex
 
-        return shlex.split(getattr(self, which).replace("{out_dir}", out_dir))
+        return shlex.split(getattr(self, which).replace("{out_dir}", out_dir).replace("{seed}", str(seed)))
 
 
 def _describe(err: ValidationError) -> str:

@@ -49,6 +49,19 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     assert "NameError" in fixed.attempts[0].error and fixed.attempts[0].frames[0].file == "experiment.py"
     assert "EPOCHS = EPOCH_COUNT" in fixed.attempts[0].local_structure  # the module-level window
     assert fixed.mlflow_run_id
+    # MLflow: the idea's run holds one nested run per attempt, with its logs, fix and final_info.json
+    from resources.tracker import Tracker
+
+    client, exp = Tracker().client(), Tracker().experiment_id(TOPIC)
+    attempts = client.search_runs([exp], filter_string=f"tags.`researchloop.kind` = 'attempt' and "
+                                                       f"tags.`researchloop.idea_id` = '{fixed.idea_id}'")
+    assert sorted(r.data.params["attempt"] for r in attempts) == ["1", "2"]
+    assert all(r.data.tags["mlflow.parentRunId"] == fixed.mlflow_run_id for r in attempts)
+    by_n = {r.data.params["attempt"]: r for r in attempts}
+    assert by_n["1"].info.status == "FAILED" and "NameError" in by_n["1"].data.params["error"]
+    assert "fix.diff" in {f.path for f in client.list_artifacts(by_n["1"].info.run_id)}
+    assert by_n["2"].info.status == "FINISHED" and "accuracy" in by_n["2"].data.metrics
+    assert "final_info.json" in {f.path for f in client.list_artifacts(by_n["2"].info.run_id)}
 
     fb = {f.name: f for f in from_frame(store.read("feedback_summary", TOPIC, "r1"), Feedback)}
     assert fb["negative_step_r1"].verdict == "decline"
