@@ -1,20 +1,30 @@
 """feedback_summary (DOLPHIN 3.3): improvement / maintenance / decline against the baseline.
 Effective ideas go into the next round's idea prompt; ineffective ones into the idea bank."""
 
+import base64
+
 import dagster as dg
 import polars as pl
 
 from assets.checks import E, expectation_check
-from assets.partitions import round_asset, round_key_of
-from assets.report import md_table
+from assets.partitions import multi_key, round_asset, round_key_of
+from assets.plots import progress_png
+from assets.report import md_table, round_usage
 from assets.topic import topic_spec
 from assets.verdicts import judge
-from resources.store import Store
+from resources.paths import under_home
+from resources.store import Store, round_number
 from resources.tracker import Tracker
 from schemas.frames import from_frame, to_frame
 from schemas.records import Feedback, FilteredIdea, RunResult
 
 VERDICTS = ["improvement", "maintenance", "decline", "failed"]
+
+
+def ROUND_STAGES():  # noqa: N802 - the round's assets, looked up late (assets/__init__ imports this module)
+    from assets import ROUND_ASSETS
+
+    return ROUND_ASSETS
 
 
 def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
@@ -81,7 +91,16 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
     history = progress_rows(Store(), topic) + [{"round": round_key, "ideas": len(rows), **counts,
                                                "best": max((r.metric_value for r in rows if r.metric_value is not None), default=None),
                                                "baseline": base.metric_value}]
-    history = list({h["round"]: h for h in history}.values())
+    history = sorted({h["round"]: h for h in history}.values(), key=lambda h: round_number(h["round"]))
+    stages = [a.key.to_user_string() for a in ROUND_STAGES()]
+    for h in history:  # LLM use per round, from each stage's materialisation metadata
+        u = round_usage(context.instance, str(multi_key(topic, h["round"])), stages)
+        h.update(tokens=int(u["prompt_tokens"] + u["completion_tokens"]), cost_usd=round(u["cost_usd"], 6),
+                 cost_per_idea=round(u["cost_usd"] / h["ideas"], 6) if h["ideas"] else 0.0)
+    png = progress_png(history, spec.metric.name, f"{topic}: progress by round")
+    plot_path = under_home("plots", topic) / f"progress-{round_key}.png"
+    plot_path.write_bytes(png)
+    tracker.log_image(tracker.round_run(topic, round_key), "progress.png", png)
     return dg.MaterializeResult(value=df, check_results=[check], metadata={
         **counts, "improvement_rate": dg.MetadataValue.float(counts["improvement"] / len(rows) if rows else 0.0),
         "baseline": dg.MetadataValue.float(float(base.metric_value)),
@@ -89,5 +108,8 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
         "verdicts": dg.MetadataValue.md(md_table([r.model_dump() for r in rows],
                                                  ["idea_id", "verdict", "metric_value", "baseline_value", "delta", "reason"])),
         "rounds": dg.MetadataValue.md(md_table(history, ["round", "ideas", "improvement", "maintenance", "decline",
-                                                         "failed", "best", "baseline"])),
+                                                         "failed", "best", "baseline", "tokens", "cost_usd",
+                                                         "cost_per_idea"])),
+        "progress_plot": dg.MetadataValue.md(f"![progress](data:image/png;base64,{base64.b64encode(png).decode()})"),
+        "progress_plot_file": dg.MetadataValue.path(str(plot_path)),
     })

@@ -60,7 +60,7 @@ def ask_in_batches(system: str, papers: list[Paper], item, llm: LLM, batch: int,
     """One answer per paper (an `item` model) or the error text: `batch` papers per request, the
     requests through llm.map (concurrent on remote endpoints). A batch whose answer stays invalid
     after the retries is asked again paper by paper, so one bad answer costs no other paper."""
-    per_paper = 90 if item is PaperAttributes else 20
+    per_paper = 80 if item is PaperAttributes else 20
 
     def ask(chunk: list[Paper]) -> list:
         res = llm.complete(prompts.judge_batch(system, [(p.title, p.abstract[:ABSTRACT_CHARS]) for p in chunk]),
@@ -83,11 +83,13 @@ def ask_in_batches(system: str, papers: list[Paper], item, llm: LLM, batch: int,
 def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = "attributes",
                 embedder: Embedder | None = None, batch: int | None = None, on_done=None) -> list[PaperScore]:
     """Score each paper 1-10 and keep >= 8 (DOLPHIN 3.1). Modes:
-    - attributes (default): the LLM names the paper's own task / input / output and its relevance
-      category; the code compares the attributes with the topic's (embeddings) and builds the score;
-    - naive: the relevance category alone, asked without task attributes (DOLPHIN's baseline);
+    - attributes (default): the LLM judges each paper's relevance to the topic (a category) and, in a
+      second pass that does not show the topic, names the paper's own task / input / output; the
+      code compares those with the topic's (embeddings) and builds the score from both;
+    - naive: the relevance category alone (DOLPHIN's baseline);
     - judged: the LLM judges relevance and attribute agreement itself, one paper per request.
-    `on_done(n)` is called as papers are answered (progress)."""
+    `on_done(n)` is called as papers are answered (progress; the attribute mode counts each paper
+    twice, once per pass)."""
     if mode not in MODES:
         raise ValueError(f"unknown ranking mode {mode!r}; one of {MODES}")
     if not papers:
@@ -95,34 +97,40 @@ def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = "a
     if mode == "judged":
         return _judge_each(brief, papers, llm, on_done)
     batch = batch or default_batch(llm)
+    relevance = ask_in_batches(prompts.relevance_system(brief.title, brief.description), papers, PaperRelevance,
+                               llm, batch, on_done)
     if mode == "naive":
-        answers = ask_in_batches(prompts.naive_system(brief.title, brief.description), papers, PaperRelevance,
-                                 llm, batch, on_done)
         out = []
-        for p, a in zip(papers, answers):
-            if isinstance(a, str):
-                out.append(_not_judged(p, mode, a))
+        for p, r in zip(papers, relevance):
+            if isinstance(r, str):
+                out.append(_not_judged(p, mode, r))
                 continue
-            score = score_paper(a.relevance, None)
-            out.append(PaperScore(paper_id=p.paper_id, title=p.title, relevance=a.relevance, attribute_match="n/a",
-                                  score=score, kept=is_kept(score), reason=f"relevance {a.relevance}", mode=mode))
+            score = score_paper(r.relevance, None)
+            out.append(PaperScore(paper_id=p.paper_id, title=p.title, relevance=r.relevance, attribute_match="n/a",
+                                  score=score, kept=is_kept(score), reason=f"relevance {r.relevance}", mode=mode))
         return out
-    topic = prompts.topic_block(brief.task, brief.input, brief.output, brief.domain)
-    answers = ask_in_batches(prompts.attributes_system(topic), papers, PaperAttributes, llm, batch, on_done)
-    judged = [a for a in answers if not isinstance(a, str)]
+    ok = [i for i, r in enumerate(relevance) if not isinstance(r, str)]   # a failed paper is not asked again
+    attrs: list = [None] * len(papers)
+    for i, a in zip(ok, ask_in_batches(prompts.ATTRIBUTES_SYSTEM, [papers[i] for i in ok], PaperAttributes, llm,
+                                       batch, on_done)):
+        attrs[i] = a
+    if on_done and len(ok) < len(papers):
+        on_done(len(papers) - len(ok))
+    judged = [a for r, a in zip(relevance, attrs) if not isinstance(r, str) and not isinstance(a, str)]
     sims = iter(attribute_similarities({"task": brief.task, "input": brief.input, "output": brief.output},
                                        [a.model_dump() for a in judged], (embedder or Embedder()).encode))
     out = []
-    for p, a in zip(papers, answers):
-        if isinstance(a, str):
-            out.append(_not_judged(p, mode, a))
+    for p, r, a in zip(papers, relevance, attrs):
+        if isinstance(r, str) or isinstance(a, str):
+            out.append(_not_judged(p, mode, r if isinstance(r, str) else a))
             continue
         s = next(sims)
         levels = agreement(s)
-        score = score_attributes(a.relevance, levels)
-        reason = (f"{a.relevance}; task '{a.task}' {levels['task']} ({s['task']:.2f}), "
-                  f"output '{a.output}' {levels['output']} ({s['output']:.2f}), input {levels['input']}")
-        out.append(PaperScore(paper_id=p.paper_id, title=p.title, relevance=a.relevance,
+        score = score_attributes(r.relevance, levels)
+        reason = (f"{r.relevance}; task '{a.task}' {levels['task']} ({s['task']:.2f}), "
+                  f"output '{a.output}' {levels['output']} ({s['output']:.2f}), input {levels['input']} "
+                  f"({s['input']:.2f})")
+        out.append(PaperScore(paper_id=p.paper_id, title=p.title, relevance=r.relevance,
                               attribute_match=agreement_label(levels), score=score, kept=is_kept(score),
                               reason=reason, mode=mode, paper_task=a.task, paper_input=a.input, paper_output=a.output,
                               task_similarity=s["task"], input_similarity=s["input"], output_similarity=s["output"]))

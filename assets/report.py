@@ -29,3 +29,22 @@ def usage_metadata(calls: Sequence[LLMCall]) -> dict:
         "llm_failed_calls": t["llm_failed_calls"], "prompt_tokens": t["prompt_tokens"],
         "completion_tokens": t["completion_tokens"], "cost_usd": dg.MetadataValue.float(float(t["cost_usd"])),
     }
+
+
+USAGE_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "cost_usd")
+
+
+def round_usage(instance, partition_key: str, asset_names: Sequence[str]) -> dict[str, float]:
+    """LLM calls, tokens and cost of one partition, summed over the latest materialisation of
+    each named asset (as recorded in its metadata)."""
+    total = {k: 0.0 for k in USAGE_KEYS}
+    for name in asset_names:
+        res = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(name), asset_partitions=[str(partition_key)]), limit=1)
+        if not res.records:
+            continue
+        meta = res.records[0].asset_materialization.metadata
+        for k in USAGE_KEYS:
+            if k in meta and isinstance(meta[k].value, (int, float)):
+                total[k] += float(meta[k].value)
+    return total

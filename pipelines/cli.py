@@ -3,6 +3,7 @@
   researchloop run --topic NAME [--rounds N]   set up a topic and run rounds headless
   researchloop status                          topics, rounds done, best result, tokens
   researchloop lineage IDEA_ID                 how an idea arose, what it changed and scored
+  researchloop rank --topic T --papers F.jsonl rank a paper list for a topic (JSON lines out)
 """
 from __future__ import annotations
 
@@ -216,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     l = sub.add_parser("lineage", help="how an idea arose, what it changed, what it scored")
     l.add_argument("idea_id", help="e.g. pointcloud_classification/r1/some_idea")
     l.set_defaults(fn=cmd_lineage)
+    from pipelines import rank_cli
+
+    rank_cli.add_parser(sub)   # researchloop rank
     args = p.parse_args(argv)
     return args.fn(args)
 

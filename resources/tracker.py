@@ -79,6 +79,17 @@ class Tracker(dg.ConfigurableResource):
         c.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
         return run_id
 
+    def log_image(self, run_id: str | None, name: str, png: bytes) -> None:
+        """A PNG as an artifact of a run (e.g. the topic's progress plot on the round's run)."""
+        if run_id is None:
+            return
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / name
+            f.write_bytes(png)
+            self.client().log_artifact(run_id, str(f))
+
     def close_round(self, run_id: str | None, metrics: dict) -> None:
         if run_id is None:
             return

@@ -36,16 +36,17 @@ class PaperJudgement(_Strict):
 
 
 class PaperAttributes(_Strict):
-    # a paper's own task attributes, compared with the topic's in code (assets/ranking.py): the
-    # 1.5B model names what a paper does well but cannot tell a neighbouring task from ours
+    # a paper's own task attributes, asked without the topic (so the model cannot copy ours) and
+    # compared with the topic's in code (assets/ranking.py): the 1.5B model names what a paper
+    # does well but cannot tell a neighbouring task from ours
     task: str = Field(max_length=60, description="the paper's own task in a few words")
     input: str = Field(max_length=60, description="what the paper's model receives")
     output: str = Field(max_length=60, description="what the paper's model predicts")
-    relevance: Relevance
 
 
 class PaperRelevance(_Strict):
-    # naive ranking (DOLPHIN's baseline): relevance alone, no task attributes
+    # relevance to the topic, asked without task attributes: the naive ranking (DOLPHIN's
+    # baseline) uses it alone, the attribute ranking combines it with the attribute agreement
     relevance: Relevance
 
 

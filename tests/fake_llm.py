@@ -69,6 +69,8 @@ class Script:
                                "relevance": "same_task" if same else "unrelated",
                                "attribute_match": "input_and_output_match" if same else "neither_matches",
                                "reason": "matches" if same else "different task"})
+        if name in ("PaperRelevanceBatch", "PaperAttributesBatch"):  # batched ranking: one item per paper
+            return json.dumps({"papers": [ranking_item(name, t) for t in re.findall(r"^Paper \d+: (.*)$", user, re.M)]})
         if name == "IdeaList" and "brainstorm" in user:
             return json.dumps({"ideas": brainstorm_ideas(user)})
         if name == "IdeaList":
@@ -109,6 +111,16 @@ class Script:
         if "running it failed with" in user:
             return "```python\n" + code.replace("EPOCHS = EPOCH_COUNT", "EPOCHS = 60") + "```"
         return "I do not understand."
+
+
+def ranking_item(schema: str, title: str) -> dict:
+    """A point-cloud classification paper by its title, or a detection paper on the same data."""
+    t = title.lower()
+    same = "point" in t and ("classif" in t or "pointnet" in t or "set" in t)
+    if schema == "PaperRelevanceBatch":
+        return {"relevance": "same_task" if same else "neighbouring_task"}
+    return ({"task": "shape classification", "input": "point cloud", "output": "class label"} if same else
+            {"task": "object detection", "input": "scene scans", "output": "bounding boxes"})
 
 
 def brainstorm_ideas(user: str) -> list[dict]:

@@ -8,7 +8,6 @@ import re
 import threading
 import time
 import zlib
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -373,3 +372,34 @@ def test_global_choice_from_environment(home, monkeypatch):
         Literature(source="arxiv").open(CountingEmbedder())
     with pytest.raises(ValueError, match="needs a file"):
         Literature(source="dump").open(CountingEmbedder())
+
+
+def test_papers_asset_uses_the_topic_source(home, fake_llm, server):
+    """The `papers` asset reads the topic's `literature:` choice and records it in its metadata."""
+    import dagster as dg
+
+    from assets import ALL_ASSETS
+    from assets.partitions import multi_key
+    from resources.store import Store
+    from schemas.frames import from_frame
+    from schemas.records import Paper
+    from tests.conftest import make_resources
+
+    topic, topic_dir = "toy_classification", home / "experiments" / "toy_classification"
+    raw = yaml.safe_load((topic_dir / "topic.yaml").read_text())
+    (topic_dir / "topic.yaml").write_text(yaml.safe_dump({**raw, "literature": {"source": "openalex"}}))
+    resources = {**make_resources(fake_llm.base_url),
+                 "literature": Literature(openalex_url=server.base_url, openalex_rate=1000)}
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("topics", [topic])
+    assert dg.materialize(ALL_ASSETS, selection=["topic_brief"], partition_key=topic, instance=instance,
+                          resources=resources).success
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    res = dg.materialize(ALL_ASSETS, selection=["papers"], partition_key=str(multi_key(topic, "r1")),
+                         instance=instance, resources=resources)
+    assert res.success
+    meta = res.asset_materializations_for_node("papers")[0].metadata
+    assert meta["source"].value == f"openalex: {server.base_url}"
+    assert server.requests[0].path == "/works"
+    stored = from_frame(Store().read("papers", topic, "r1"), Paper)
+    assert [p.paper_id for p in stored] == ["W2560609797", "W2963121255"] and stored[0].source == "openalex"

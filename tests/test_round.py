@@ -19,14 +19,20 @@ def materialize_round(instance, resources, round_key: str):
                           instance=instance, resources=resources)
 
 
-@pytest.fixture
-def topic_ready(home, fake_llm):
-    instance = dg.DagsterInstance.ephemeral()
+def materialize_topic(instance, resources):
+    """Register the toy topic and materialise its set-up (task attributes, baseline) on `instance`."""
     instance.add_dynamic_partitions("topics", [TOPIC])
-    resources = make_resources(fake_llm.base_url)
     res = dg.materialize(ALL_ASSETS, selection=TOPIC_ASSETS, partition_key=TOPIC, instance=instance,
                          resources=resources)
     assert res.success
+    return res
+
+
+@pytest.fixture
+def topic_ready(home, fake_llm):
+    instance = dg.DagsterInstance.ephemeral()
+    resources = make_resources(fake_llm.base_url)
+    materialize_topic(instance, resources)
     return instance, resources
 
 
@@ -69,6 +75,15 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     assert fb["fancy_kernel_r1"].verdict == "failed" and "not_applied" in fb["fancy_kernel_r1"].reason
     base = fb["negative_step_r1"].baseline_value
     assert 0.5 < base <= 1.0
+    meta = instance.get_latest_materialization_event(dg.AssetKey("feedback_summary")).asset_materialization.metadata
+    assert meta["progress_plot"].value.startswith("![progress](data:image/png;base64,iVBOR")  # a PNG inline
+    from pathlib import Path
+
+    assert Path(meta["progress_plot_file"].value).read_bytes()[:4] == b"\x89PNG"
+    rounds_table = meta["rounds"].value
+    assert "tokens" in rounds_table and "cost_per_idea" in rounds_table
+    tokens = int(rounds_table.splitlines()[2].split("|")[9])  # the r1 row: the fake server reports usage
+    assert tokens > 0
 
     # round 2 reads round 1 through the store: the declining idea is in the bank
     res2 = materialize_round(instance, resources, "r2")

@@ -22,25 +22,24 @@ def judge_paper(topic: str, title: str, abstract: str, with_attributes: bool = T
     ]
 
 
-# -- batched prompts (several papers per request). The system message (instructions + topic) is
-# identical for every request of a ranking, so llama.cpp's prefix cache reads it once; the
-# papers follow in the user message, numbered, and the answer lists them in the same order.
+# -- batched prompts (several papers per request). The system message is identical for every
+# request of a pass, so llama.cpp's prefix cache reads it once; the papers follow in the user
+# message, numbered, and the answer lists them in the same order.
 
 RELEVANCE_SCALE = ("same_task (it solves our task, or proposes a method evaluated on it), "
                    "neighbouring_task (a different task on the same kind of data), "
                    "same_field_other_task, or unrelated")
 
+# no topic here: the answer describes the paper alone (a small model otherwise copies our task
+# into its answer), and it can be reused for any topic
+ATTRIBUTES_SYSTEM = ("You read research papers. For each paper, write the task it addresses, the input "
+                     "its model receives and the output its model predicts, a few words each, in the "
+                     "paper's own terms.")
 
-def attributes_system(topic: str) -> str:
-    return ("You read research papers. For each paper, write its OWN task, the input its model "
-            "receives and the output it predicts, in a few words each, as the paper states them "
-            "(describe the paper, not our task). Then judge its relevance to our task: "
-            f"{RELEVANCE_SCALE}.\n\n{topic}")
 
-
-def naive_system(title: str, description: str) -> str:
-    return ("You judge how relevant research papers are to our research topic: "
-            f"{RELEVANCE_SCALE}.\n\nOur topic: {title}\n{description.strip()}\n")
+def relevance_system(title: str, description: str) -> str:
+    return (f"You judge how relevant research papers are to our research topic: {RELEVANCE_SCALE}."
+            f"\n\nOur topic: {title}\n{description.strip()}\n")
 
 
 def papers_block(papers: list[tuple[str, str]]) -> str:
