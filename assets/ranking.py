@@ -46,9 +46,11 @@ def is_kept(score: int, keep_at: int = KEEP_AT) -> bool:
 
 # -- attribute mode: the LLM names each paper's own task, input and output; the code compares
 # them with the topic's by embedding similarity (all-MiniLM-L6-v2 cosine) and grades each
-# attribute "match" / "partial" / "differs". Measured (bench/ranking_bench.py): asked directly,
-# the 1.5B model calls detection and completion papers "same task, input and output match";
-# what it writes as their output ("3D bounding boxes", "complete point cloud") does differ.
+# attribute "match" / "partial" / "differs". Measured (bench/ranking_bench.py): the 1.5B model
+# calls detection and completion papers relevant ("same_task"), but what it writes as their
+# output ("3D bounding boxes", "complete point cloud") differs from ours. The output is what
+# separates a neighbouring task on the same data from ours, so it weighs most; the input
+# separates fields; the task name blends both (its embedding is dominated by the data words).
 
 ATTRIBUTES = ("task", "input", "output")
 MATCH_AT = 0.6     # cosine at which an attribute counts as the topic's
@@ -56,11 +58,11 @@ PARTIAL_AT = 0.4
 LEVEL_POINTS = {   # what each graded attribute adds to the score
     "task": {"match": 2, "partial": 1, "differs": 0},
     "input": {"match": 1, "partial": 1, "differs": 0},
-    "output": {"match": 2, "partial": 1, "differs": 0},
+    "output": {"match": 3, "partial": 1, "differs": 0},
 }
 ATTRIBUTE_RELEVANCE_POINTS = {   # the LLM's categorical relevance in the attribute mode
-    "same_task": 5,
-    "neighbouring_task": 4,       # the small model cannot tell these two apart: the attributes do
+    "same_task": 4,
+    "neighbouring_task": 3,       # the small model cannot tell these two apart: the attributes do
     "same_field_other_task": 1,
     "unrelated": 0,
 }

@@ -169,24 +169,37 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
 
 def cmd_status(args) -> int:
     _ensure_home()
-    from rich.console import Console
+    import dagster as dg
     from rich.table import Table
 
+    from assets import ROUND_ASSETS
     from assets.feedback import progress_rows
+    from assets.partitions import multi_key
+    from assets.report import round_usage
     from resources.store import Store
 
     store = Store()
     console = _console()
+    instance = dg.DagsterInstance.get()
+    stages = [a.key.to_user_string() for a in ROUND_ASSETS]
     table = Table(title="researchloop status")
-    for c in ("topic", "rounds done", "ideas judged", "improvements", "best", "baseline"):
+    for c in ("topic", "rounds done", "ideas judged", "improvements", "best", "baseline", "LLM tokens", "cost USD"):
         table.add_column(c)
     for topic in store.topics():
         rows = progress_rows(store, topic)
         best = [r["best"] for r in rows if r["best"] is not None]
+        usage = [round_usage(instance, str(multi_key(topic, r["round"])), stages) for r in rows]
         table.add_row(topic, str(len(rows)), str(sum(r["ideas"] for r in rows)),
                       str(sum(r["improvement"] for r in rows)), f"{max(best):.4f}" if best else "",
-                      f"{rows[-1]['baseline']:.4f}" if rows and rows[-1]["baseline"] is not None else "")
+                      f"{rows[-1]['baseline']:.4f}" if rows and rows[-1]["baseline"] is not None else "",
+                      str(int(sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage))),
+                      f"{sum(u['cost_usd'] for u in usage):.4f}")
     console.print(table)
+    active = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.QUEUED,
+                                                       dg.DagsterRunStatus.STARTING]))
+    console.print(f"running or queued runs: {len(active)}")
+    for run in active:
+        console.print(f"  {run.status.value:<8} {run.job_name} {run.tags.get('dagster/partition', '')} ({run.run_id[:8]})")
     return 0
 
 

@@ -7,13 +7,14 @@ import glob
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.test_ui import _free_port
 
 PG_USER = "researchloop"
 
@@ -59,12 +60,6 @@ def find_or_install_postgres() -> Path:
     if (b := _bin_dir()) is None:
         pytest.skip("apt-get installed postgresql but no /usr/lib/postgresql/*/bin/initdb was found")
     return b
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_owner(cmd: list[str]) -> list[str]:

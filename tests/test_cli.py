@@ -23,6 +23,9 @@ def test_run_status_lineage(home, fake_llm):
 
     r = _cli("status", env=env)
     assert r.returncode == 0 and "toy_classification" in r.stdout
+    assert "cost USD" in r.stdout and "running or queued runs: 0" in r.stdout
+    row = next(l for l in r.stdout.splitlines() if "toy_classification" in l)
+    assert int(row.split("│")[7].strip()) > 0  # LLM tokens summed over the round's stages
 
     r = _cli("lineage", "toy_classification/r1/longer_training_r1", env=env)
     assert r.returncode == 0, r.stdout + r.stderr

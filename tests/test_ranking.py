@@ -87,13 +87,17 @@ def test_which_papers_the_attribute_score_keeps():
         return is_kept(score_attributes(rel, {"task": task, "input": inp, "output": out}))
 
     assert score_attributes("same_task", dict.fromkeys(ATTRIBUTES, "match")) == 10
-    # the 1.5B model calls detection papers "same_task": their output differs, so they go
-    assert not kept("same_task", "partial", "match", "differs")
-    assert kept("same_task", "match", "differs", "partial")
-    assert kept("same_task", "partial", "partial", "partial")
-    # a neighbouring task is kept only when the paper's own attributes all agree with the topic's
-    assert kept("neighbouring_task", "match", "match", "match")
-    assert not kept("neighbouring_task", "match", "partial", "match")
+    assert score_attributes("unrelated", dict.fromkeys(ATTRIBUTES, "differs")) == 1   # 0 clamped to 1
+    # the output decides between our task and a neighbouring one on the same data: the 1.5B model
+    # calls detection papers "same_task", and their task name and input look like ours
+    assert kept("same_task", "partial", "differs", "match")
+    assert not kept("same_task", "match", "match", "differs")
+    # a method for our task whose own output is something else (augmentation) needs the task too
+    assert kept("same_task", "match", "partial", "partial")
+    assert not kept("same_task", "partial", "match", "partial")
+    # a neighbouring task is kept only when its own output agrees with ours
+    assert kept("neighbouring_task", "partial", "partial", "match")
+    assert not kept("neighbouring_task", "match", "match", "partial")
     # another field never is, whatever its words
     assert not kept("same_field_other_task", "match", "match", "match")
     assert not kept("unrelated", "match", "match", "match")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -42,29 +44,61 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-@pytest.mark.slow
-def test_ui_serves_the_asset_graph_and_stops_on_sigterm(tmp_path):
+ASSETS_QUERY = "{ assetNodes { assetKey { path } } }"
+
+
+@contextmanager
+def running_ui(dagster_home: Path, experiments: Path, query: str = ASSETS_QUERY, timeout_s: float = 180,
+               env: dict | None = None):
+    """`python -m pipelines.ui` (what `make ui` runs) on a free port serving `dagster_home`; yields
+    (process, port, GraphQL answer to `query`) once the asset graph is served. Leaves nothing running:
+    SIGTERM, then SIGKILL for the process group and anything it left behind."""
     port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "RESEARCHLOOP_UI_PORT": str(port),
-           "RESEARCHLOOP_EXPERIMENTS": str(tmp_path / "no_topics")}
-    (tmp_path / "dagster.yaml").write_text((REPO_ROOT / "dagster_home" / "dagster.yaml").read_text())
-    log = open(tmp_path / "ui.log", "wb")  # a file, not a pipe: dagster dev writes a lot
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.ui"], cwd=REPO_ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "RESEARCHLOOP_UI_PORT": str(port),
+           "RESEARCHLOOP_EXPERIMENTS": str(experiments), **(env or {})}
+    log_path = Path(dagster_home) / "ui.log"
+    with open(log_path, "wb") as log:  # a file, not a pipe: dagster dev writes a lot
+        proc = subprocess.Popen([sys.executable, "-m", "pipelines.ui"], cwd=REPO_ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    kids: set[int] = set()
     try:
-        deadline = time.time() + 180
+        deadline = time.time() + timeout_s
         data = None
         while time.time() < deadline:
             try:
-                data = _graphql(port, "{ assetNodes { assetKey { path } } repositoriesOrError { "
-                                      "... on RepositoryConnection { nodes { sensors { name sensorState { status } } } } } }")
+                data = _graphql(port, query)
                 if (data.get("data") or {}).get("assetNodes"):
                     break
             except OSError:
                 pass
-            assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
+            assert proc.poll() is None, log_path.read_text()[-3000:]
             time.sleep(2)
-        assert data and data["data"]["assetNodes"], "the UI did not come up in 180 s"
+        assert data and data["data"]["assetNodes"], f"the UI did not come up in {timeout_s:.0f} s"
+        kids = _descendants(proc.pid)
+        yield proc, port, data
+    finally:
+        if proc.poll() is None:
+            kids |= _descendants(proc.pid)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        for p in kids:
+            if os.path.exists(f"/proc/{p}"):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+@pytest.mark.slow
+def test_ui_serves_the_asset_graph_and_stops_on_sigterm(tmp_path):
+    (tmp_path / "dagster.yaml").write_text((REPO_ROOT / "dagster_home" / "dagster.yaml").read_text())
+    query = ("{ assetNodes { assetKey { path } } repositoriesOrError { "
+             "... on RepositoryConnection { nodes { sensors { name sensorState { status } } } } } }")
+    with running_ui(tmp_path, tmp_path / "no_topics", query) as (proc, port, data):
         keys = {n["assetKey"]["path"][-1] for n in data["data"]["assetNodes"]}
         assert {"topic_brief", "papers", "feedback_summary"} <= keys
         sensors = {s["name"]: s["sensorState"]["status"]
@@ -78,6 +112,3 @@ def test_ui_serves_the_asset_graph_and_stops_on_sigterm(tmp_path):
         alive = [p for p in kids if os.path.exists(f"/proc/{p}") and
                  "zombie" not in open(f"/proc/{p}/status").read().lower()]
         assert not alive, f"left behind: {alive}"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
