@@ -25,11 +25,14 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-# bubblewrap sandboxes the code the LLM writes (Debian package; needs root or sudo once).
+# bubblewrap sandboxes the code the LLM writes; dataset-fashion-mnist holds the
+# image_classification topic's data (Debian packages; needs root or sudo once).
 system-deps:
-	@command -v bwrap >/dev/null || { echo "== installing bubblewrap"; \
+	@pkgs=""; command -v bwrap >/dev/null || pkgs="$$pkgs bubblewrap"; \
+	  test -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz || pkgs="$$pkgs dataset-fashion-mnist"; \
+	  [ -z "$$pkgs" ] || { echo "== installing$$pkgs"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$pkgs >/dev/null; }
 
 run: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)

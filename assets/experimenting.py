@@ -45,6 +45,7 @@ class RunTarget:
     memory_mb: int = 4096
     metric: str | None = None
     label: str = ""  # what identifies the command in the memo hash
+    ignore: tuple[str, ...] = ()  # file patterns not copied into the workspace (() = the runner's default)
 
     @classmethod
     def of_topic(cls, spec: TopicSpec, which: str = "run") -> "RunTarget":
@@ -82,7 +83,7 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     ws = workdir / f"attempt-{attempt}"
     if ws.exists():
         shutil.rmtree(ws)
-    prepare_workspace(t.folder, ws)
+    prepare_workspace(t.folder, ws, **({"ignore": t.ignore} if t.ignore else {}))
     (ws / t.code_file).write_text(code)
     cmd = list(t.command)
     res = runner.run(cmd, ws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}))

@@ -1,6 +1,8 @@
 """experiment_plans, patched_code and run_results (DOLPHIN 3.2): plan each kept idea, edit a
 copy of the reference file, run it sandboxed and repair it from its traceback."""
 
+import hashlib
+import json
 import re
 
 import dagster as dg
@@ -51,13 +53,20 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
                   compiles=True)
     if spec.check:  # quick dry run in the sandbox: does it import and start?
         ws = under_home("workspaces", spec.name, idea.round, idea.name, "check")
-        prepare_workspace(spec.path, ws)
-        (ws / spec.code).write_text(patch.code)
-        r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
-                       memory_mb=spec.budget.memory_mb)
-        patch.imports_ok = r.exit_code == 0 and not r.timed_out
+        memo = ws.parent / f"check-{hashlib.sha256((spec.check + patch.code).encode()).hexdigest()[:16]}.json"
+        if memo.exists():  # checked before (a resumed round): not again
+            checked = json.loads(memo.read_text())
+        else:
+            prepare_workspace(spec.path, ws)
+            (ws / spec.code).write_text(patch.code)
+            r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
+                           memory_mb=spec.budget.memory_mb)
+            checked = {"ok": r.exit_code == 0 and not r.timed_out,
+                       "last_line": (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]}
+            memo.write_text(json.dumps(checked))
+        patch.imports_ok = checked["ok"]
         if not patch.imports_ok:
-            patch.reason = "self-check failed: " + (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]
+            patch.reason = "self-check failed: " + checked["last_line"]
     return patch
 
 

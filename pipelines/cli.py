@@ -233,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines import rank_cli
 
     rank_cli.add_parser(sub)   # researchloop rank
+    from pipelines import debug_cli
+
+    debug_cli.add_parser(sub)  # researchloop debug
     args = p.parse_args(argv)
     return args.fn(args)
 

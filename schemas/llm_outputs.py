@@ -77,19 +77,21 @@ class NoveltyQuery(_Strict):
     query: str = Field(min_length=3, max_length=80, description="a short literature search query")
 
 
+# closest paper and reason come before the decision: the model writes its comparison first
+# and decides after it (llama.cpp's grammar generates the properties in this order)
 class NoveltyStep(_Strict):
     """A step of the novelty check that may ask for one more search instead of deciding."""
+    closest_paper: int = Field(description="number of the closest paper, 0 if none")
+    reason: str = Field(max_length=120, description="how the closest paper differs from the idea, or that it does the same")
     decision: Literal["search_again", "novel", "not_novel"]
     query: str = Field(max_length=80, description="the next search query if search_again, else empty")
-    closest_paper: int = Field(description="number of the closest paper, 0 if none")
-    reason: str = Field(max_length=120)
 
 
 class NoveltyJudgement(_Strict):
     """The last step of the novelty check: a decision."""
-    decision: Literal["novel", "not_novel"]
     closest_paper: int = Field(description="number of the closest paper, 0 if none")
-    reason: str = Field(max_length=160)
+    reason: str = Field(max_length=160, description="how the closest paper differs from the idea, or that it does the same")
+    decision: Literal["novel", "not_novel"]
 
 
 class PlanDraft(_Strict):

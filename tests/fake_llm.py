@@ -11,6 +11,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 FENCE = re.compile(r"```python\n(.*?)```", re.S)
+# the hyper-parameter lines the scripted edits touch (module constants, as in every template)
+LR_LINE = re.compile(r"^LR = (\S+)", re.M)
+EPOCHS_LINE = re.compile(r"^EPOCHS = (\d+)", re.M)
 
 
 def _code_in(messages) -> str:
@@ -43,6 +46,7 @@ class Script:
     def __init__(self):
         self.counts: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.epochs_before = 30  # EPOCHS before the buggy edit; the repair doubles it
 
     def count(self, stage: str) -> None:
         with self.lock:
@@ -103,13 +107,15 @@ class Script:
                                "evaluation": "accuracy on the held-out points", "expected_effect": "better accuracy"})
         code = _code_in(msgs)
         if "Implement this idea" in user:
-            if "Reverse the gradient" in user:
-                return "```python\n" + code.replace("LR = 0.05", "LR = -0.05") + "```"
+            if "Reverse the gradient" in user:  # LR = 0.05 -> LR = -0.05
+                return "```python\n" + LR_LINE.sub(r"LR = -\1", code, count=1) + "```"
             if "more epochs" in user:  # a bug the debugger must repair
-                return "```python\n" + code.replace("EPOCHS = 30", "EPOCHS = EPOCH_COUNT") + "```"
+                hit = EPOCHS_LINE.search(code)
+                self.epochs_before = int(hit.group(1)) if hit else self.epochs_before
+                return "```python\n" + EPOCHS_LINE.sub("EPOCHS = EPOCH_COUNT", code, count=1) + "```"
             return "Sorry, I cannot write this code."  # malformed every time
-        if "running it failed with" in user:
-            return "```python\n" + code.replace("EPOCHS = EPOCH_COUNT", "EPOCHS = 60") + "```"
+        if "running it failed with" in user:  # EPOCHS = 30 -> EPOCH_COUNT -> 60
+            return "```python\n" + code.replace("EPOCHS = EPOCH_COUNT", f"EPOCHS = {2 * self.epochs_before}") + "```"
         return "I do not understand."
 
 

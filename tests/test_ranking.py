@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from resources.llm import LLM
 from resources.paths import REPO_ROOT
 from schemas.frames import from_frame, to_frame
 from schemas.records import Paper, PaperScore, TopicBrief
-from tests.fake_llm import completion, send_json
+from tests.test_llm_resource import QueueServer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ranking" / "pointcloud_8.json"
 LEVELS = ("match", "partial", "differs")
@@ -133,52 +132,46 @@ def _key(schema: str | None, messages: list[dict]) -> str:
 
 
 class ReplayServer:
-    """OpenAI-compatible server on 127.0.0.1 answering recorded requests (by schema name and
-    messages) with the recorded text, optionally after a delay; counts requests in flight."""
+    """The QueueServer of test_llm_resource answering recorded requests (by schema name and
+    messages) with the recorded text, or `fallback(schema, messages)`, optionally after a delay;
+    counts the requests in flight."""
 
     def __init__(self, exchanges=(), delay_s: float = 0.0, fallback=None):
         self.answers = {_key(e["schema"], e["messages"]): e["answer"] for e in exchanges}
         self.delay_s, self.fallback = delay_s, fallback
         self.lock = threading.Lock()
-        self.in_flight = self.max_in_flight = self.requests = 0
+        self.in_flight = self.max_in_flight = 0
         self.unknown: list[dict] = []
-        server = self
+        self.srv = QueueServer()
+        self.srv.respond = self.respond
+        self.base_url = self.srv.base_url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
+    @property
+    def requests(self) -> int:
+        return self.srv.n
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.requests += 1
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                try:
-                    time.sleep(server.delay_s)
-                    name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
-                    text = server.answers.get(_key(name, body["messages"]))
-                    if text is None and server.fallback is not None:
-                        text = server.fallback(name, body["messages"])
-                    if text is None:
-                        server.unknown.append(body)
-                        text = "no recorded answer"
-                    send_json(self, 200, completion(body["model"], text))
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+    def respond(self, body: dict) -> str:
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            time.sleep(self.delay_s)
+            name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+            text = self.answers.get(_key(name, body["messages"]))
+            if text is None and self.fallback is not None:
+                text = self.fallback(name, body["messages"])
+            if text is None:
+                self.unknown.append(body)
+            return "no recorded answer" if text is None else text
+        finally:
+            with self.lock:
+                self.in_flight -= 1
 
     def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 
     def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.srv.close()
 
 
 @pytest.fixture(scope="module")

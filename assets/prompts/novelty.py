@@ -7,8 +7,8 @@ SYSTEM = ("You check whether a proposed change to a machine-learning experiment 
           "decide. An idea is not novel only if one paper already does essentially the same thing "
           "for the same kind of task; a related method or a different task does not count.")
 
-DECIDE = ("decide: novel or not_novel, the number of the closest paper (0 if none is close) "
-          "and a short reason.")
+DECIDE = ("give the number of the closest paper (0 if none is close), say in one short sentence "
+          "how it differs from the idea or that it does the same thing, then decide novel or not_novel.")
 
 
 def start(task: str, idea_title: str, idea_summary: str) -> list[dict]:
@@ -26,8 +26,8 @@ def results(query: str, papers: list[tuple[int, str, str]], final: bool) -> dict
     lines = [f"[{i}] {t}" + (f": {s}" if s else " (shown above)") for i, t, s in papers]
     shown = "\n".join(lines) or "(no papers found)"
     ask = ("Now " + DECIDE) if final else (
-        "If these papers settle it, " + DECIDE + " Otherwise answer search_again with a different "
-        "query (then closest_paper 0 and a short reason).")
+        "If these papers settle it, " + DECIDE + " If they do not, decide search_again and give a "
+        "different query.")
     return {"role": "user", "content": f"Search results for \"{query}\":\n{shown}\n\n{ask}"}
 
 

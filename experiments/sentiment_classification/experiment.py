@@ -1,5 +1,6 @@
-"""Baseline: a small CNN over word embeddings classifying movie-review sentences as positive or
-negative (Rotten Tomatoes sentences, the source of SST-2; embeddings trained from scratch).
+"""Baseline: a bag-of-words model (fastText style: the mean of learnt word embeddings, then a
+linear layer) classifying movie-review sentences as positive or negative (Rotten Tomatoes
+sentences, the source of SST-2; embeddings trained from scratch).
 
 Writes {out_dir}/final_info.json = {"accuracy", "train_loss", "train_time_s"}.
 """
@@ -21,22 +22,20 @@ args = parser.parse_args()
 MAX_LEN = 48      # tokens kept per sentence (99 % are shorter)
 MIN_COUNT = 2     # words seen fewer times in training map to <unk>
 EMBED_DIM = 64
-N_FILTERS = 64
-KERNEL_SIZES = (3, 4, 5)
-DROPOUT = 0.5
-EPOCHS = 5
+DROPOUT = 0.3
+EPOCHS = 4
 BATCH_SIZE = 32
-LR = 1e-3
+LR = 5e-3
 
 torch.manual_seed(args.seed)
 np.random.seed(args.seed)
-torch.set_num_threads(2)
+torch.set_num_threads(1)  # tiny ops: one thread is as fast, and runs side by side do not fight
 torch.use_deterministic_algorithms(True)
 
 train_texts, train_labels, test_texts, test_labels = load_split()
-if args.dry_run:
-    train_texts, train_labels = train_texts[:200], train_labels[:200]
-    test_texts, test_labels = test_texts[:200], test_labels[:200]
+if args.dry_run:  # every 30th / 8th sentence: both labels (the file lists positives first)
+    train_texts, train_labels = train_texts[::30], train_labels[::30]
+    test_texts, test_labels = test_texts[::8], test_labels[::8]
     EPOCHS = 1
 
 # vocabulary from the training sentences only (the text is already lower-cased and tokenised)
@@ -61,21 +60,19 @@ n_train, n_test = len(y_train), len(y_test)
 print(f"data: {n_train} train / {n_test} test sentences, vocabulary {len(vocab)}", flush=True)
 
 
-class TextCNN(nn.Module):
+class BagOfWords(nn.Module):
     def __init__(self, vocab_size, n_classes=2):
         super().__init__()
-        self.embed = nn.Embedding(vocab_size, EMBED_DIM, padding_idx=0)
-        self.convs = nn.ModuleList(nn.Conv1d(EMBED_DIM, N_FILTERS, k) for k in KERNEL_SIZES)
+        # mean of the word vectors of a sentence; <pad> (id 0) is left out of the mean
+        self.embed = nn.EmbeddingBag(vocab_size, EMBED_DIM, mode="mean", padding_idx=0)
         self.drop = nn.Dropout(DROPOUT)
-        self.head = nn.Linear(N_FILTERS * len(KERNEL_SIZES), n_classes)
+        self.head = nn.Linear(EMBED_DIM, n_classes)
 
     def forward(self, x):  # x: [B, L] token ids
-        e = self.embed(x).transpose(1, 2)                              # [B, D, L]
-        h = [F.relu(conv(e)).max(dim=2).values for conv in self.convs]  # max over time
-        return self.head(self.drop(torch.cat(h, dim=1)))
+        return self.head(self.drop(self.embed(x)))
 
 
-model = TextCNN(len(vocab))
+model = BagOfWords(len(vocab))
 optimizer = torch.optim.Adam(model.parameters(), lr=LR)
 
 t0 = time.time()
