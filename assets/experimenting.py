@@ -21,7 +21,7 @@ from assets.honesty import honesty_problems
 from assets.patching import WHOLE_FILE_RETRIES, EditError, apply_edit, check_compiles, status_of
 from assets.prompts import patching as prompts
 from assets.tracebacks import error_line, last_traceback, local_structure, own_frames
-from assets.verdicts import parse_metrics
+from assets.verdicts import parse_metrics, seed_summary
 from resources.paths import under_home
 from resources.runner import prepare_workspace
 from schemas.records import Attempt, RunResult
@@ -218,12 +218,39 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
     return result
 
 
+def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env: dict[str, str] | None = None,
+                 log: Callable[[str], None] = print) -> RunResult:
+    """With budget.seeds > 1: run a successful result's final code again with seeds 1..n-1 (the
+    run itself was seed 0); the metric becomes the mean, with the spread (sample standard
+    deviation) beside it. A seed that fails fails the result: the change is not robust."""
+    n = spec.budget.seeds
+    if n <= 1 or result.status != "success" or result.seed_values:
+        return result
+    values = [result.metric_value]
+    for seed in range(1, n):
+        target = RunTarget(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, seed=seed)),
+                           timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb,
+                           metric=spec.metric.name, label=f"{spec.run} seed={seed}")
+        r = run_with_repair(target, result.final_code, runner=runner, llm=None, workdir=workdir / f"seed-{seed}",
+                            idea_id=f"{result.idea_id} seed {seed}", title="", max_repairs=0, edit_format="whole",
+                            log=log, env=env)
+        if r.status != "success":
+            return result.model_copy(update={"status": "failed", "reason": f"seed {seed} failed: {r.reason}"})
+        values.append(r.metric_value)
+    mean, spread = seed_summary(values)
+    m = spec.metric.name
+    return result.model_copy(update={
+        "metric_value": mean, "seed_values": values, "metric_spread": spread,
+        "metrics": {**result.metrics, f"{m}_seed0": values[0], m: mean, f"{m}_spread": spread}})
+
+
 def run_reference(spec: TopicSpec, runner, tracker, log: Callable[[str], None] = print) -> RunResult:
     """The baseline: the unmodified reference code, no repairs."""
     code = spec.code_path.read_text()
     workdir = under_home("workspaces", spec.name, "baseline")
     result = run_with_repair(spec, code, runner=runner, llm=None, workdir=workdir, idea_id=f"{spec.name}/baseline",
                              title="baseline", max_repairs=0, edit_format="whole", log=log)
+    result = repeat_seeds(spec, result, runner, workdir, log=log)
     if result.mlflow_run_id is None and tracker is not None:
         a = result.attempts[-1]
         result.mlflow_run_id = tracker.log_run(

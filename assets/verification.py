@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 
 from assets.checks import E, expectation_check
-from assets.experimenting import OUT_DIR, run_with_repair
+from assets.experimenting import OUT_DIR, repeat_seeds, run_with_repair
 from assets.partitions import round_asset, round_key_of, round_x_topic
 from assets.patching import WHOLE_FILE_RETRIES, apply_edit, status_of
 from assets.prompts import patching as patch_prompts
@@ -139,6 +139,7 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
     result = run_with_repair(spec, patch.code, runner=runner, llm=llm, workdir=workdir, idea_id=patch.idea_id,
                              title=idea.title, max_repairs=spec.budget.debug_attempts,
                              edit_format=patch.edit_format, log=log, env=env)
+    result = repeat_seeds(spec, result, runner, workdir, env=env, log=log)
     if result.mlflow_run_id is None:
         result.mlflow_run_id = track_idea(tracker, spec, idea, patch, result, parent_run, workdir)
     return result

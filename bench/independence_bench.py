@@ -114,6 +114,10 @@ def main() -> None:
         f"({alo:.3f}..{ahi:.3f}) | {alt_best['accuracy']:.3f} | {alt_best['precision']:.3f} | "
         f"{alt_best['recall']:.3f} | {alt_best['tp']} / {alt_best['fp']} / {alt_best['fn']} / {alt_best['tn']} |",
         "",
+        "Reading: at " + f"{THRESHOLD} the filter flags " + ", ".join(
+            f"{sum(s >= THRESHOLD for s, p in zip(sims, pairs) if p['kind'] == k)}/"
+            f"{sum(p['kind'] == k for p in pairs)} {k.replace('_', ' ')}" for k in kinds) + " pairs.",
+        "",
         f"Misjudged at {THRESHOLD}: " + (", ".join(
             f"{p['id']} ({p['kind']}, {s:.3f})" for s, y, p in zip(sims, labels, pairs) if (s >= THRESHOLD) != y)
             or "none") + ".",

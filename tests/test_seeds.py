@@ -46,3 +46,30 @@ def test_seeds_need_the_placeholder():
         TopicSpec(run="python e.py --out_dir {out_dir}", budget={"seeds": 3}, **base)
     spec = TopicSpec(run="python e.py --seed {seed} --out_dir {out_dir}", budget={"seeds": 3}, **base)
     assert spec.run_command("out", seed=2) == ["python", "e.py", "--seed", "2", "--out_dir", "out"]
+
+
+def test_repeat_seeds_runs_the_final_code_per_seed(tmp_path, monkeypatch):
+    """Real sandboxed runs of a tiny script whose metric depends on the seed."""
+    from assets.experimenting import repeat_seeds, run_with_repair
+    from resources.runner import Runner
+    from schemas.topic import load_topic
+
+    topic = tmp_path / "seedy"
+    topic.mkdir()
+    (topic / "topic.yaml").write_text(
+        "name: seedy\ntitle: T\ndescription: d\ncode: exp.py\nrun: python exp.py --seed {seed} --out_dir {out_dir}\n"
+        "metric: {name: accuracy, goal: maximize, tolerance: 0.001}\nbudget: {seeds: 3, run_timeout_s: 60}\n")
+    (topic / "exp.py").write_text(
+        "import argparse, json, os\np = argparse.ArgumentParser(); p.add_argument('--seed', type=int)\n"
+        "p.add_argument('--out_dir')\na = p.parse_args(); os.makedirs(a.out_dir, exist_ok=True)\n"
+        "json.dump({'accuracy': 0.80 + 0.01 * a.seed}, open(os.path.join(a.out_dir, 'final_info.json'), 'w'))\n")
+    spec = load_topic(topic)
+    runner, work = Runner(), tmp_path / "work"
+    first = run_with_repair(spec, (topic / "exp.py").read_text(), runner=runner, llm=None, workdir=work,
+                            idea_id="seedy/r1/x", title="x", max_repairs=0, edit_format="whole")
+    assert first.status == "success" and first.metric_value == pytest.approx(0.80)
+    r = repeat_seeds(spec, first, runner, work)
+    assert r.seed_values == pytest.approx([0.80, 0.81, 0.82])
+    assert r.metric_value == pytest.approx(0.81) and r.metric_spread == pytest.approx(0.01)
+    assert r.metrics["accuracy_seed0"] == pytest.approx(0.80)
+    assert repeat_seeds(spec, r, runner, work) is r  # already repeated: nothing runs again
