@@ -26,10 +26,14 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 # bubblewrap sandboxes the code the LLM writes; dataset-fashion-mnist holds the
-# image_classification topic's data (Debian packages; needs root or sudo once).
+# image_classification topic's data; postgresql, chromium and chromium-driver serve the
+# PostgreSQL-storage and browser tests (Debian packages; needs root or sudo once).
 system-deps:
 	@pkgs=""; command -v bwrap >/dev/null || pkgs="$$pkgs bubblewrap"; \
 	  test -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz || pkgs="$$pkgs dataset-fashion-mnist"; \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
+	  test -x /usr/bin/chromium || pkgs="$$pkgs chromium"; \
+	  test -x /usr/bin/chromedriver || pkgs="$$pkgs chromium-driver"; \
 	  [ -z "$$pkgs" ] || { echo "== installing$$pkgs"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$pkgs >/dev/null; }

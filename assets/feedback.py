@@ -9,13 +9,16 @@ import polars as pl
 from assets.checks import E, expectation_check
 from assets.partitions import multi_key, round_asset, round_key_of
 from assets.plots import progress_png
-from assets.report import md_table, round_usage
+from assets.prompts import feedback as feedback_prompts
+from assets.report import md_table, round_usage, usage_metadata
 from assets.topic import topic_spec
 from assets.verdicts import judge
+from resources.llm import LLM
 from resources.paths import under_home
 from resources.store import Store, round_number
 from resources.tracker import Tracker
 from schemas.frames import from_frame, to_frame
+from schemas.llm_outputs import RoundAnalysis
 from schemas.records import Feedback, FilteredIdea, RunResult
 
 VERDICTS = ["improvement", "maintenance", "decline", "failed"]
@@ -65,13 +68,27 @@ def progress_rows(store: Store, topic: str) -> list[dict]:
     return rows
 
 
+def analyse_round(spec, baseline: float, rows: list[Feedback], llm: LLM) -> tuple[str, str | None]:
+    """(analysis text, error): the LLM's few sentences on what worked and why; empty on failure."""
+    if not rows:
+        return "", None
+    res = llm.complete(feedback_prompts.analyse(
+        spec.title, spec.metric.name, spec.metric.goal, baseline,
+        [(f.title, f.summary, f.verdict, f.reason) for f in rows]), stage="feedback_summary",
+        schema=RoundAnalysis, max_tokens=300)
+    if not res.ok:
+        return "", res.error
+    a: RoundAnalysis = res.value
+    return f"Worked: {a.worked} Did not: {a.failed} Next: {a.next_direction}", None
+
+
 @round_asset(
     "verdicts_valid", "each verdict is one of the four; judged ideas carry a metric",
     "Per idea: improvement / maintenance / decline / failed vs baseline; the effective ideas for the next round.",
     topic_inputs=("baseline_results",), kinds=("python", "mlflow"),
 )
 def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFrame, filtered_ideas: pl.DataFrame,
-                     baseline_results: pl.DataFrame, tracker: Tracker):
+                     baseline_results: pl.DataFrame, tracker: Tracker, llm: LLM):
     topic, round_key = round_key_of(context)
     spec = topic_spec(topic)
     base = from_frame(baseline_results, RunResult)[0]
@@ -79,6 +96,9 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
         raise ValueError(f"the baseline of {topic} has no {spec.metric.name}: {base.reason}")
     rows = summarise(from_frame(filtered_ideas, FilteredIdea), from_frame(run_results, RunResult),
                      base.metric_value, spec.metric.goal, spec.metric.tolerance, base.metric_spread)
+    n0 = len(llm.calls())
+    analysis, analysis_error = analyse_round(spec, base.metric_value, rows, llm)
+    rows = [r.model_copy(update={"round_analysis": analysis}) for r in rows]
     df = to_frame(rows, Feedback)
     check = expectation_check("verdicts_valid", df.with_columns(
         judged_has_metric=(pl.col("verdict") == "failed") | pl.col("metric_value").is_not_null()), [
@@ -110,6 +130,8 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
         "rounds": dg.MetadataValue.md(md_table(history, ["round", "ideas", "improvement", "maintenance", "decline",
                                                          "failed", "best", "baseline", "tokens", "cost_usd",
                                                          "cost_per_idea"])),
+        "analysis": dg.MetadataValue.md(analysis or f"(no analysis: {analysis_error})"),
+        **usage_metadata(llm.calls()[n0:]),
         "progress_plot": dg.MetadataValue.md(f"![progress](data:image/png;base64,{base64.b64encode(png).decode()})"),
         "progress_plot_file": dg.MetadataValue.path(str(plot_path)),
     })

@@ -100,3 +100,10 @@ class PlanDraft(_Strict):
     location: str = Field(max_length=120, description="functions or classes to edit")
     evaluation: str = Field(max_length=150, description="how the result is measured")
     expected_effect: str = Field(max_length=150)
+
+
+class RoundAnalysis(_Strict):
+    worked: str = Field(max_length=300, description="what worked and the likely reason")
+    failed: str = Field(max_length=300, description="what did not work and the likely reason")
+    next_direction: str = Field(max_length=200, description="what the next round should try")
+

@@ -159,3 +159,5 @@ class Feedback(BaseModel):
     baseline_value: float
     delta: float | None
     effective: bool
+    round_analysis: str = Field("", description="the LLM's short analysis of the whole round (same on "
+                                "every row of a round); the next round's idea prompt reads it")

@@ -102,6 +102,10 @@ class Script:
                                "closest_paper": 0, "reason": "not settled yet"})
         if name == "NoveltyJudgement":
             return json.dumps({"decision": "novel", "closest_paper": 1, "reason": "no paper does this"})
+        if name == "RoundAnalysis":
+            return json.dumps({"worked": "Longer training helped because the model had not converged.",
+                               "failed": "A negative learning rate climbs the loss instead of descending.",
+                               "next_direction": "Tune the learning rate schedule."})
         if name == "PlanDraft":
             return json.dumps({"changes": ["edit the constants at the top"], "location": "module constants",
                                "evaluation": "accuracy on the held-out points", "expected_effect": "better accuracy"})

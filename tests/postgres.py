@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.system_deps import apt_install_or_skip
 from tests.test_ui import _free_port
 
 PG_USER = "researchloop"
@@ -47,18 +48,10 @@ def _bin_dir() -> Path | None:
 
 def find_or_install_postgres() -> Path:
     """The bin dir of the newest installed PostgreSQL; apt-get installs Debian's when missing (as root)."""
-    if (b := _bin_dir()) is not None:
-        return b
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("PostgreSQL is not installed and cannot be installed here (needs root and apt-get): "
-                    "apt-get install postgresql, or run `make system-deps`")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "postgresql"]):
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            pytest.skip(f"could not install PostgreSQL ({' '.join(cmd)}): {r.stderr[-800:]}")
     if (b := _bin_dir()) is None:
-        pytest.skip("apt-get installed postgresql but no /usr/lib/postgresql/*/bin/initdb was found")
+        apt_install_or_skip("postgresql")
+        if (b := _bin_dir()) is None:
+            pytest.skip("apt-get installed postgresql but no /usr/lib/postgresql/*/bin/initdb was found")
     return b
 
 

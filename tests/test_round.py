@@ -73,6 +73,7 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     assert fb["negative_step_r1"].verdict == "decline"
     assert fb["longer_training_r1"].verdict in ("maintenance", "improvement")
     assert fb["fancy_kernel_r1"].verdict == "failed" and "not_applied" in fb["fancy_kernel_r1"].reason
+    assert all(f.round_analysis.startswith("Worked: Longer training helped") for f in fb.values())
     base = fb["negative_step_r1"].baseline_value
     assert 0.5 < base <= 1.0
     meta = instance.get_latest_materialization_event(dg.AssetKey("feedback_summary")).asset_materialization.metadata

@@ -1,0 +1,165 @@
+"""The Dagster UI in a real browser: a round of the toy topic is materialised (fake LLM) into a
+DAGSTER_HOME, `make ui`'s entry point serves it, and headless Chromium (Debian's chromium +
+chromium-driver through Selenium; nothing is downloaded) opens the asset graph and the
+feedback_summary partition: the verdict table shows every idea's verdict and every image in the
+metadata (the progress plot) renders. Screenshots go to tests/artifacts/browser/, also on failure."""
+import os
+import shutil
+import urllib.parse
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets import ROUND_ASSETS, TOPIC_ASSETS
+from resources.paths import REPO_ROOT
+from resources.store import Store
+from schemas.frames import from_frame
+from schemas.records import Feedback
+from tests.conftest import make_resources
+from tests.system_deps import apt_install_or_skip
+from tests.test_round import TOPIC, materialize_round, materialize_topic
+from tests.test_ui import running_ui
+
+ARTIFACTS = Path(__file__).parent / "artifacts" / "browser"
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+PARTITION = f"r1|{TOPIC}"
+WAIT_S = 150  # dagster dev + chromium on 2 busy cores: a page can take a minute
+
+
+def image_entries(metadata: dict) -> list[str]:
+    """Labels of metadata entries that hold an image (Markdown with ![..](..))."""
+    return [k for k, v in metadata.items() if isinstance(v, dg.MarkdownMetadataValue) and "![" in (v.md_str or "")]
+
+
+def start_chromium():
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        apt_install_or_skip("chromium", "chromium-driver")
+    pytest.importorskip("selenium", reason="selenium is pinned in requirements.txt")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must never fetch a browser or driver
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
+                "--disable-extensions", "--disable-background-networking", "--window-size=1600,1000"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    driver.set_page_load_timeout(WAIT_S)
+    return driver
+
+
+class Pages:
+    """Opens UI pages, waits for them to render, dismisses Dagster's first-visit dialog, saves screenshots."""
+
+    def __init__(self, driver, base_url: str):
+        self.driver, self.base, self.step = driver, base_url, "start"
+
+    def wait(self, condition, what: str):
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        def check(d):
+            for b in d.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):  # "Join the community"
+                if b.is_displayed():
+                    b.click()
+            return condition(d)
+
+        return WebDriverWait(self.driver, WAIT_S, poll_frequency=2).until(check, f"{self.step}: {what}")
+
+    def open(self, step: str, path: str, texts: list[str]) -> None:
+        """Go to `path` and wait until every one of `texts` is in the visible page text."""
+        from selenium.webdriver.common.by import By
+
+        self.step = step
+        self.driver.get(self.base + path)
+        body = lambda d: d.find_element(By.TAG_NAME, "body").text  # noqa: E731
+        self.wait(lambda d: all(t in body(d) for t in texts),
+                  f"never showed all of {texts}; missing: {[t for t in texts if t not in body(self.driver)]}")
+
+    def shot(self, name: str) -> None:
+        self.driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+    @contextmanager
+    def recording_failures(self):
+        try:
+            yield
+        except BaseException:
+            self.shot(f"FAILED-{self.step}")
+            (ARTIFACTS / f"FAILED-{self.step}.html").write_text(self.driver.page_source)
+            raise
+
+
+def metadata_row(driver, label: str):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.XPATH, f"//tr[td[1][normalize-space()='{label}']]")
+
+
+@pytest.mark.slow
+def test_ui_shows_asset_graph_verdicts_and_plot_in_chromium(home, fake_llm):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    dh = home / "dagster_home"
+    (dh / "dagster.yaml").write_text((REPO_ROOT / "dagster_home" / "dagster.yaml").read_text())
+    resources = make_resources(fake_llm.base_url)
+    with dg.DagsterInstance.get() as instance:
+        materialize_topic(instance, resources)
+        assert materialize_round(instance, resources, "r1").success
+        meta = instance.get_latest_materialization_event(dg.AssetKey("feedback_summary")).asset_materialization.metadata
+    feedback = from_frame(Store().read("feedback_summary", TOPIC, "r1"), Feedback)
+    assert feedback
+    images = image_entries(meta)
+    assert "progress_plot" in images, list(meta)
+
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True)
+    no_topics = home / "no_topics"  # the sensors find nothing to start while the UI is up
+    no_topics.mkdir()
+    driver = start_chromium()
+    try:
+        with running_ui(dh, no_topics, env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",  # nothing may call an LLM
+                                            "OPENAI_API_KEY": "unused"}) as (_, port, _data):
+            pages = Pages(driver, f"http://127.0.0.1:{port}")
+            with pages.recording_failures():
+                pages.open("01-global-lineage", "/asset-groups", ["Global asset lineage", "topic", "round"])
+                pages.shot("01-global-lineage")
+
+                names = [a.key.to_user_string() for a in ROUND_ASSETS + TOPIC_ASSETS]
+                pages.open("02-round-asset-graph", "/locations/researchloop/asset-groups/round", names)
+                pages.shot("02-round-asset-graph")
+
+                pages.open("03-feedback-partition",
+                           "/assets/feedback_summary?view=partitions&partition=" + urllib.parse.quote(PARTITION),
+                           [PARTITION, "verdicts", *[f.idea_id for f in feedback]])
+                table = metadata_row(driver, "verdicts").find_element(By.TAG_NAME, "table")
+                driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", table)
+                assert table.is_displayed()
+                header = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead th")]
+                assert header[:2] == ["idea_id", "verdict"], header
+                shown = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr.find_elements(By.TAG_NAME, "td")[1].text
+                         for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")}
+                assert shown == {f.idea_id: f.verdict for f in feedback}
+                pages.shot("03-feedback-partition")
+
+                for label in images:  # each image entry renders as a loaded <img> (inline or in its dialog)
+                    pages.step = f"04-{label}"
+                    row = metadata_row(driver, label)
+                    if not row.find_elements(By.CSS_SELECTOR, "img[src^='data:image']"):
+                        row.find_element(By.XPATH, ".//a[contains(., 'Show Markdown')]").click()
+                    img = pages.wait(lambda d: next((i for i in d.find_elements(By.CSS_SELECTOR, "img[src^='data:image']")
+                                                     if i.is_displayed() and int(i.get_attribute("naturalWidth") or 0) > 0),
+                                                    False), f"the image of {label} never rendered")
+                    assert int(img.get_attribute("naturalHeight")) > 100
+                    pages.shot(f"04-{label}")
+                    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    finally:
+        driver.quit()
+        if (dh / "ui.log").exists():
+            shutil.copy(dh / "ui.log", ARTIFACTS / "ui.log")
+    assert sorted(p.name for p in ARTIFACTS.glob("*.png")) == sorted(
+        ["01-global-lineage.png", "02-round-asset-graph.png", "03-feedback-partition.png",
+         *[f"04-{label}.png" for label in images]])
