@@ -8,6 +8,7 @@ import dagster as dg
 from assets import ALL_ASSETS
 from assets.verification import STEP_IO
 from pipelines.jobs import research_round_job, topic_setup_job
+from pipelines.schedules import literature_refresh_schedule, refresh_literature
 from pipelines.sensors import round_sensor, topic_sensor
 from resources.embedder import Embedder
 from resources.literature import Literature
@@ -45,7 +46,8 @@ def build_resources(resolved: bool = False) -> dict:
 
 defs = dg.Definitions(
     assets=ALL_ASSETS,
-    jobs=[topic_setup_job, research_round_job],
+    jobs=[topic_setup_job, research_round_job, refresh_literature],
+    schedules=[literature_refresh_schedule],
     sensors=[topic_sensor, round_sensor],
     resources=build_resources(),
 )

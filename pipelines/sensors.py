@@ -4,7 +4,7 @@ import dagster as dg
 
 from assets.partitions import multi_key, round_partitions, topic_partitions
 from pipelines.jobs import research_round_job, topic_setup_job
-from pipelines.loop import next_round
+from pipelines.loop import next_round, stop_reason
 from resources.paths import experiments_root
 from resources.store import Store, split_partition_key
 from schemas.topic import TopicSpecError, discover_topics, load_topic
@@ -29,7 +29,20 @@ def topic_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     )
 
 
-def _requests_after(instance, asset: str, cursor: str | None, store: Store):
+def topic_stop_reason(instance, spec, store: Store) -> str | None:
+    """The stop rules (pipelines/loop.py) over the topic's stored rounds and recorded LLM usage."""
+    from assets import ROUND_ASSETS
+    from assets.feedback import progress_rows
+    from assets.report import round_usage
+
+    rows = progress_rows(store, spec.name)
+    stages = [a.key.to_user_string() for a in ROUND_ASSETS]
+    usage = [round_usage(instance, str(multi_key(spec.name, r["round"])), stages) for r in rows]
+    return stop_reason(spec, rows, sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage),
+                       sum(u["cost_usd"] for u in usage))
+
+
+def _requests_after(instance, asset: str, cursor: str | None, store: Store, log=print):
     """Round requests caused by new materialisations of `asset` since `cursor`."""
     res = instance.fetch_materializations(dg.AssetKey(asset), limit=100, cursor=cursor, ascending=True)
     wanted: dict[tuple[str, str], None] = {}
@@ -43,14 +56,20 @@ def _requests_after(instance, asset: str, cursor: str | None, store: Store):
         except TopicSpecError:
             continue
         rk = next_round(spec, store, finished)
-        if rk is not None:
-            wanted[(topic, rk)] = None
+        if rk is None:
+            continue
+        why = topic_stop_reason(instance, spec, store)
+        if why is not None:
+            log(f"{topic}: not starting {rk}: {why}")
+            continue
+        wanted[(topic, rk)] = None
     return list(wanted), res.cursor
 
 
 @dg.sensor(job=research_round_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts round 1 after a topic's baseline, and round r+1 when round r's feedback_summary "
-                       "lands, until the topic's round budget is spent.")
+                       "lands, until a stop rule holds: the round budget, the token or cost budget, or no "
+                       "improvement in `patience` rounds (topic.yaml budget).")
 def round_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     import json
 
@@ -58,7 +77,8 @@ def round_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     store = Store()
     wanted = []
     for asset in ("baseline_results", "feedback_summary"):
-        found, cursors[asset] = _requests_after(context.instance, asset, cursors.get(asset), store)
+        found, cursors[asset] = _requests_after(context.instance, asset, cursors.get(asset), store,
+                                                context.log.info)
         wanted += found
     known = set(context.instance.get_dynamic_partitions(round_partitions.name))
     new_rounds = sorted({rk for _, rk in wanted} - known)

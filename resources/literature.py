@@ -64,7 +64,7 @@ class Literature(dg.ConfigurableResource):
     def _index_root(self) -> Path:
         return Path(self.index_dir) if self.index_dir else under_home("index")
 
-    def _cache_dir(self) -> Path:
+    def http_cache_root(self) -> Path:
         return Path(self.http_cache_dir) if self.http_cache_dir else under_home("http_cache")
 
     def open(self, embedder: Embedder, topic: TopicSpec | None = None) -> PaperSource:
@@ -83,10 +83,10 @@ class Literature(dg.ConfigurableResource):
         if name == "semantic_scholar":
             return SemanticScholar(self.semantic_scholar_url,
                                    self.semantic_scholar_api_key or os.environ.get("SEMANTIC_SCHOLAR_API_KEY", ""),
-                                   self._cache_dir(), self.semantic_scholar_rate, policy)
+                                   self.http_cache_root(), self.semantic_scholar_rate, policy)
         if name == "openalex":
             return OpenAlex(self.openalex_url, self.openalex_mailto or os.environ.get("OPENALEX_MAILTO", ""),
-                            self._cache_dir(), self.openalex_rate, policy)
+                            self.http_cache_root(), self.openalex_rate, policy)
         if spec and spec.path:
             path = Path(spec.path) if Path(spec.path).is_absolute() or topic is None else topic.path / spec.path
             fmt, cats = spec.format, spec.categories

@@ -133,6 +133,16 @@ class ResponseCache:
         tmp.write_text(json.dumps(value))
         tmp.replace(p)  # atomic: a killed run never leaves half an entry
 
+    def prune(self, max_age_s: float) -> int:
+        """Delete entries older than max_age_s; returns how many."""
+        cutoff = time.time() - max_age_s
+        gone = 0
+        for f in self.root.glob("**/*.json") if self.root.exists() else []:
+            if f.stat().st_mtime < cutoff:
+                f.unlink(missing_ok=True)
+                gone += 1
+        return gone
+
 
 def request_key(request: dict) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()

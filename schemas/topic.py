@@ -33,6 +33,10 @@ class Budget(BaseModel):
     memory_mb: int = Field(4096, ge=256)
     seeds: int = Field(1, ge=1, le=10, description="runs per successful idea and for the baseline, seeds "
                        "0..seeds-1 (the run command needs {seed}); verdicts then use the mean and the spread")
+    # stop rules the round sensor applies before starting another round (empty: no limit)
+    max_tokens: int | None = Field(None, ge=1, description="stop when the topic's LLM tokens reach this")
+    max_cost_usd: float | None = Field(None, gt=0, description="stop when the topic's LLM cost reaches this")
+    patience: int | None = Field(None, ge=1, description="stop after this many rounds in a row without an improvement")
 
 
 class IdeationSpec(BaseModel):

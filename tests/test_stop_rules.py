@@ -1,0 +1,84 @@
+"""Stop rules: the round budget, a token or cost budget, and patience (no improvement in K
+rounds), as a pure function and as applied by round_sensor."""
+import dagster as dg
+import pytest
+
+from pipelines.loop import stop_reason
+from pipelines.sensors import round_sensor
+from resources.store import Store
+from schemas.frames import to_frame
+from schemas.records import Feedback
+from schemas.topic import TopicSpec, load_topic
+
+TOPIC = "toy_classification"
+
+
+def _spec(**budget) -> TopicSpec:
+    return TopicSpec(name="t", title="T", description="d", run="python e.py --out_dir {out_dir}",
+                     metric={"name": "accuracy", "goal": "maximize"}, budget={"rounds": 10, **budget})
+
+
+def _rounds(*improvements):
+    return [{"round": f"r{i}", "improvement": n} for i, n in enumerate(improvements, 1)]
+
+
+def test_stop_reason_rules():
+    assert stop_reason(_spec(), _rounds(0, 0, 0)) is None
+    assert "round budget" in stop_reason(_spec(rounds=3), _rounds(1, 0, 0))
+    assert "token budget" in stop_reason(_spec(max_tokens=1000), _rounds(1), tokens=1000)
+    assert stop_reason(_spec(max_tokens=1000), _rounds(1), tokens=999) is None
+    assert "cost budget" in stop_reason(_spec(max_cost_usd=0.5), _rounds(1), cost_usd=0.51)
+    assert "no improvement in the last 2" in stop_reason(_spec(patience=2), _rounds(1, 0, 0))
+    assert stop_reason(_spec(patience=2), _rounds(0, 1, 0)) is None  # an improvement one round ago
+    assert stop_reason(_spec(patience=2), _rounds(0)) is None  # not enough rounds to judge
+
+
+def _feedback(round_key: str, verdict: str) -> None:
+    fb = Feedback(idea_id=f"{TOPIC}/{round_key}/a", name="a", title="A", summary="s", verdict=verdict, reason="r",
+                  metric_value=0.8, baseline_value=0.8, delta=0.0, effective=verdict == "improvement")
+    st = Store()
+    st.write(to_frame([fb], Feedback), "feedback_summary", TOPIC, round_key)
+
+
+@pytest.mark.parametrize("budget, usage, starts", [
+    ("{rounds: 5, patience: 1}", {}, False),           # r1 had no improvement: stop
+    ("{rounds: 5, max_tokens: 500}", {"prompt_tokens": 400, "completion_tokens": 100}, False),
+    ("{rounds: 5, max_tokens: 5000}", {"prompt_tokens": 400, "completion_tokens": 100}, True),
+])
+def test_round_sensor_applies_stop_rules(home, budget, usage, starts):
+    topic_yaml = home / "experiments" / TOPIC / "topic.yaml"
+    text = topic_yaml.read_text()
+    topic_yaml.write_text("\n".join(l for l in text.splitlines() if not l.startswith("budget")) + f"\nbudget: {budget}\n")
+    load_topic(topic_yaml.parent)  # still valid
+    _feedback("r1", "maintenance")
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("topics", [TOPIC])
+        instance.add_dynamic_partitions("rounds", ["r1"])
+        pk = str(dg.MultiPartitionKey({"topic": TOPIC, "round": "r1"}))
+        if usage:  # LLM use recorded in a stage's metadata, as the assets do
+            instance.report_runless_asset_event(dg.AssetMaterialization("ideas", partition=pk, metadata=usage))
+        instance.report_runless_asset_event(dg.AssetMaterialization("feedback_summary", partition=pk))
+        r = round_sensor(dg.build_sensor_context(instance=instance))
+    assert [rr.partition_key for rr in r.run_requests] == ([f"r2|{TOPIC}"] if starts else [])
+
+
+def test_weekly_refresh_expires_old_literature_answers(home):
+    import os
+    import time
+
+    from pipelines.definitions import defs
+    from pipelines.schedules import refresh_literature
+    from resources.literature import Literature
+    from resources.llm import ResponseCache
+
+    cache = ResponseCache(home / "dagster_home" / "http_cache" / "openalex")
+    cache.put("a" * 64, {"body": "old"})
+    cache.put("b" * 64, {"body": "new"})
+    old = cache._path("a" * 64)
+    os.utime(old, (time.time() - 8 * 86400,) * 2)
+    res = refresh_literature.execute_in_process(resources={"literature": Literature()})
+    assert res.success and res.output_for_node("expire_literature_cache") == 1
+    assert not old.exists() and cache.get("b" * 64) == {"body": "new"}
+
+    schedule = defs.get_schedule_def("weekly_literature_refresh")
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING and schedule.cron_schedule == "0 3 * * 1"
