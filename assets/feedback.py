@@ -68,6 +68,23 @@ def progress_rows(store: Store, topic: str) -> list[dict]:
     return rows
 
 
+def lineage_table(ideas: list[FilteredIdea], results: list[RunResult], rows: list[Feedback]) -> str:
+    """Per idea of the round: where it came from, how it was filtered, how it ran, its verdict
+    (`researchloop lineage IDEA_ID` prints the whole chain)."""
+    runs = {r.idea_id: r for r in results}
+    verdicts = {f.idea_id: f.verdict for f in rows}
+    table = []
+    for i in ideas:
+        r = runs.get(i.idea_id)
+        table.append({"idea_id": i.idea_id, "origin": i.source, "papers": ", ".join(i.inspired_by_papers),
+                      "builds_on": ", ".join(i.builds_on_ideas), "nearest_bank_idea": i.nearest_bank_idea,
+                      "similarity": i.max_similarity, "filter": "kept" if i.kept else i.drop_reason,
+                      "attempts": r.n_attempts if r else None, "mlflow_run": r.mlflow_run_id if r else None,
+                      "verdict": verdicts.get(i.idea_id, "")})
+    return md_table(table, ["idea_id", "origin", "papers", "builds_on", "nearest_bank_idea", "similarity", "filter",
+                            "attempts", "verdict", "mlflow_run"])
+
+
 def analyse_round(spec, baseline: float, rows: list[Feedback], llm: LLM) -> tuple[str, str | None]:
     """(analysis text, error): the LLM's few sentences on what worked and why; empty on failure."""
     if not rows:
@@ -94,8 +111,8 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
     base = from_frame(baseline_results, RunResult)[0]
     if base.metric_value is None:
         raise ValueError(f"the baseline of {topic} has no {spec.metric.name}: {base.reason}")
-    rows = summarise(from_frame(filtered_ideas, FilteredIdea), from_frame(run_results, RunResult),
-                     base.metric_value, spec.metric.goal, spec.metric.tolerance, base.metric_spread)
+    ideas, results = from_frame(filtered_ideas, FilteredIdea), from_frame(run_results, RunResult)
+    rows = summarise(ideas, results, base.metric_value, spec.metric.goal, spec.metric.tolerance, base.metric_spread)
     n0 = len(llm.calls())
     analysis, analysis_error = analyse_round(spec, base.metric_value, rows, llm)
     rows = [r.model_copy(update={"round_analysis": analysis}) for r in rows]
@@ -130,6 +147,7 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
         "rounds": dg.MetadataValue.md(md_table(history, ["round", "ideas", "improvement", "maintenance", "decline",
                                                          "failed", "best", "baseline", "tokens", "cost_usd",
                                                          "cost_per_idea"])),
+        "lineage": dg.MetadataValue.md(lineage_table(ideas, results, rows)),
         "analysis": dg.MetadataValue.md(analysis or f"(no analysis: {analysis_error})"),
         **usage_metadata(llm.calls()[n0:]),
         "progress_plot": dg.MetadataValue.md(f"![progress](data:image/png;base64,{base64.b64encode(png).decode()})"),

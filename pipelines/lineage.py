@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from resources.store import Store, round_number
 from schemas.frames import from_frame
-from schemas.records import ExperimentPlan, Feedback, FilteredIdea, PaperScore, Patch, RunResult
+from schemas.records import ExperimentPlan, Feedback, FilteredIdea, PaperScore, Patch, RunResult, TopicBrief
 
 
 def _find(store: Store, asset: str, model, topic: str, round_key: str, idea_id: str):
@@ -12,6 +12,36 @@ def _find(store: Store, asset: str, model, topic: str, round_key: str, idea_id: 
     if df is None:
         return None
     return next((r for r in from_frame(df, model) if r.idea_id == idea_id), None)
+
+
+def _topic_section(store: Store, topic: str, round_key: str) -> list[str]:
+    out = []
+    brief = store.read("topic_brief", topic)
+    if brief is not None:
+        b = from_frame(brief, TopicBrief)[0]
+        out += ["## topic", f"- {b.title}: task {b.task!r}, input {b.input!r}, output {b.output!r} "
+                            f"({b.metric_goal} {b.metric_name})", f"- literature query: {b.search_query!r}"]
+    ranks = store.read("paper_rankings", topic, round_key)
+    if ranks is not None:
+        scores = from_frame(ranks, PaperScore)
+        out.append(f"- papers ranked this round: {len(scores)}, kept (score >= 8): {sum(s.kept for s in scores)}")
+    return out
+
+
+def _later_rounds(store: Store, topic: str, round_key: str, idea_id: str) -> list[str]:
+    """What the next rounds did with the idea: ideas that built on it, ideas filtered against it."""
+    built, compared = [], []
+    for rk in store.rounds("filtered_ideas", topic):
+        if round_number(rk) <= round_number(round_key):
+            continue
+        for i in from_frame(store.read("filtered_ideas", topic, rk), FilteredIdea):
+            if idea_id in i.builds_on_ideas:
+                built.append(f"- {i.idea_id}: {i.title} (kept: {i.kept})")
+            if i.nearest_bank_idea == idea_id:
+                compared.append(f"- {i.idea_id}: similarity {i.max_similarity:.3f}"
+                                + (" - dropped as a near-duplicate" if not i.independent else " - kept as independent"))
+    return (["## later ideas that built on it"] + (built or ["- (none yet)"])
+            + ["## later ideas compared with it in the idea bank"] + (compared or ["- (none yet)"]))
 
 
 def idea_lineage(idea_id: str, store: Store | None = None) -> str:
@@ -24,8 +54,9 @@ def idea_lineage(idea_id: str, store: Store | None = None) -> str:
     idea = _find(store, "filtered_ideas", FilteredIdea, topic, round_key, idea_id)
     if idea is None:
         return f"unknown idea {idea_id!r}: not in filtered_ideas of {round_key}|{topic}"
-    out = [f"# {idea.idea_id}: {idea.title}", f"topic {topic}, round {round_key}, source {idea.source}",
+    out = [f"# {idea.idea_id}: {idea.title}", f"topic {topic}, round {round_key}, origin {idea.source}",
            f"summary: {idea.summary}", f"experiment: {idea.experiment}", ""]
+    out += _topic_section(store, topic, round_key)
     ranks = store.read("paper_rankings", topic, round_key)
     scores = {s.paper_id: s for s in from_frame(ranks, PaperScore)} if ranks is not None else {}
     out.append("## inspired by papers")
@@ -36,9 +67,13 @@ def idea_lineage(idea_id: str, store: Store | None = None) -> str:
         out.append("- (none cited)")
     out.append("## builds on earlier ideas")
     out += [f"- {b}" for b in idea.builds_on_ideas] or ["- (none)"]
+    evidence = [f"{pid} ({t})" for pid, t in zip(idea.novelty_evidence, idea.novelty_evidence_titles)] \
+        or idea.novelty_evidence
     out += ["## filter", f"- max similarity to the idea bank {idea.max_similarity:.3f} (nearest: {idea.nearest_bank_idea})",
             f"- independent: {idea.independent}; novel: {idea.novel} ({idea.novelty_reason})",
-            f"- novelty evidence: {', '.join(idea.novelty_evidence) or '(none)'}",
+            f"- novelty queries: {'; '.join(repr(q) for q in idea.novelty_queries) or '(none)'}",
+            f"- novelty evidence: {', '.join(evidence) or '(none)'}"
+            + (f"; closest: {idea.novelty_closest_paper}" if idea.novelty_closest_paper else ""),
             f"- kept: {idea.kept}" + (f" - dropped: {idea.drop_reason}" if idea.drop_reason else "")]
     plan = _find(store, "experiment_plans", ExperimentPlan, topic, round_key, idea_id)
     if plan:
@@ -56,15 +91,16 @@ def idea_lineage(idea_id: str, store: Store | None = None) -> str:
                        + (f"; fix: {a.fix_status}" if a.fix_status else ""))
             for fr in a.frames:
                 out.append(f"    {fr.file}:{fr.line} in {fr.function}: {fr.code}")
+            if a.analysis:
+                out.append(f"    analysis: {a.analysis}")
+            if a.fix_diff:
+                out += ["    fix:"] + [f"    {line}" for line in a.fix_diff[:1500].splitlines()]
+        if run.seed_values:
+            out.append(f"- seeds: {run.seed_values} -> mean {run.metric_value:.4f}, spread {run.metric_spread:.4f}")
     fb = _find(store, "feedback_summary", Feedback, topic, round_key, idea_id)
     if fb:
         out += ["## verdict", f"- {fb.verdict}: {fb.metric_value} vs baseline {fb.baseline_value} ({fb.reason})"]
-    later = []
-    for rk in store.rounds("filtered_ideas", topic):
-        if round_number(rk) <= round_number(round_key):
-            continue
-        later += [i.idea_id for i in from_frame(store.read("filtered_ideas", topic, rk), FilteredIdea)
-                  if idea_id in i.builds_on_ideas]
-    out.append("## later ideas that built on it")
-    out += [f"- {x}" for x in later] or ["- (none yet)"]
+        if fb.round_analysis:
+            out.append(f"- the round's analysis: {fb.round_analysis}")
+    out += _later_rounds(store, topic, round_key, idea_id)
     return "\n".join(out)

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 FENCE = re.compile(r"```python\n(.*?)```", re.S)
 # the hyper-parameter lines the scripted edits touch (module constants, as in every template)
 LR_LINE = re.compile(r"^LR = (\S+)", re.M)
+TORCH_OPT = re.compile(r"(torch\.optim\.\w+\(.*?lr=LR)\)")  # torch refuses a negative lr
 EPOCHS_LINE = re.compile(r"^EPOCHS = (\d+)", re.M)
 
 
@@ -111,8 +112,10 @@ class Script:
                                "evaluation": "accuracy on the held-out points", "expected_effect": "better accuracy"})
         code = _code_in(msgs)
         if "Implement this idea" in user:
-            if "Reverse the gradient" in user:  # LR = 0.05 -> LR = -0.05
-                return "```python\n" + LR_LINE.sub(r"LR = -\1", code, count=1) + "```"
+            if "Reverse the gradient" in user:  # LR = 0.05 -> LR = -0.05, or a torch optimiser ascends
+                flipped = TORCH_OPT.sub(r"\1, maximize=True)", code, count=1) if TORCH_OPT.search(code) else \
+                    LR_LINE.sub(r"LR = -\1", code, count=1)
+                return "```python\n" + flipped + "```"
             if "more epochs" in user:  # a bug the debugger must repair
                 hit = EPOCHS_LINE.search(code)
                 self.epochs_before = int(hit.group(1)) if hit else self.epochs_before

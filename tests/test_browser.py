@@ -20,7 +20,7 @@ from schemas.records import Feedback
 from tests.conftest import make_resources
 from tests.system_deps import apt_install_or_skip
 from tests.test_round import TOPIC, materialize_round, materialize_topic
-from tests.test_ui import running_ui
+from tests.test_ui import _graphql, running_ui
 
 ARTIFACTS = Path(__file__).parent / "artifacts" / "browser"
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -44,7 +44,7 @@ def start_chromium():
     opts = webdriver.ChromeOptions()
     opts.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
-                "--disable-extensions", "--disable-background-networking", "--window-size=1600,1000"):
+                "--disable-extensions", "--disable-background-networking", "--window-size=1920,1200"):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
     driver.set_page_load_timeout(WAIT_S)
@@ -52,32 +52,25 @@ def start_chromium():
 
 
 class Pages:
-    """Opens UI pages, waits for them to render, dismisses Dagster's first-visit dialog, saves screenshots."""
+    """Opens UI pages, waits for them to render, saves screenshots."""
 
     def __init__(self, driver, base_url: str):
         self.driver, self.base, self.step = driver, base_url, "start"
 
     def wait(self, condition, what: str):
-        from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import WebDriverWait
 
-        def check(d):
-            for b in d.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):  # "Join the community"
-                if b.is_displayed():
-                    b.click()
-            return condition(d)
+        return WebDriverWait(self.driver, WAIT_S, poll_frequency=2).until(condition, f"{self.step}: {what}")
 
-        return WebDriverWait(self.driver, WAIT_S, poll_frequency=2).until(check, f"{self.step}: {what}")
-
-    def open(self, step: str, path: str, texts: list[str]) -> None:
-        """Go to `path` and wait until every one of `texts` is in the visible page text."""
+    def open(self, step: str, path: str, texts: list[str], absent: tuple[str, ...] = ()) -> None:
+        """Go to `path` and wait until every one of `texts` and none of `absent` is in the visible page text."""
         from selenium.webdriver.common.by import By
 
         self.step = step
         self.driver.get(self.base + path)
         body = lambda d: d.find_element(By.TAG_NAME, "body").text  # noqa: E731
-        self.wait(lambda d: all(t in body(d) for t in texts),
-                  f"never showed all of {texts}; missing: {[t for t in texts if t not in body(self.driver)]}")
+        self.wait(lambda d: (lambda b: all(t in b for t in texts) and not any(t in b for t in absent))(body(d)),
+                  f"never showed all of {texts} without {list(absent)}; page text: {body(self.driver)[-1500:]!r}")
 
     def shot(self, name: str) -> None:
         self.driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
@@ -123,25 +116,29 @@ def test_ui_shows_asset_graph_verdicts_and_plot_in_chromium(home, fake_llm):
     try:
         with running_ui(dh, no_topics, env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",  # nothing may call an LLM
                                             "OPENAI_API_KEY": "unused"}) as (_, port, _data):
+            assert _graphql(port, "mutation { setNuxSeen }")["data"]["setNuxSeen"]  # no "join us" dialog
             pages = Pages(driver, f"http://127.0.0.1:{port}")
             with pages.recording_failures():
-                pages.open("01-global-lineage", "/asset-groups", ["Global asset lineage", "topic", "round"])
+                pages.open("01-global-lineage", "/asset-groups", ["Global asset lineage", "topic", "round"],
+                           absent=("fetching statuses",))
                 pages.shot("01-global-lineage")
 
                 names = [a.key.to_user_string() for a in ROUND_ASSETS + TOPIC_ASSETS]
-                pages.open("02-round-asset-graph", "/locations/researchloop/asset-groups/round", names)
+                pages.open("02-round-asset-graph", "/locations/researchloop/asset-groups/round", names,
+                           absent=("fetching statuses",))
                 pages.shot("02-round-asset-graph")
 
                 pages.open("03-feedback-partition",
                            "/assets/feedback_summary?view=partitions&partition=" + urllib.parse.quote(PARTITION),
                            [PARTITION, "verdicts", *[f.idea_id for f in feedback]])
                 table = metadata_row(driver, "verdicts").find_element(By.TAG_NAME, "table")
-                driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", table)
+                driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'nearest'})", table)
                 assert table.is_displayed()
-                header = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead th")]
+                header = [th.text for th in table.find_elements(By.XPATH, "./thead/tr/th")]
                 assert header[:2] == ["idea_id", "verdict"], header
-                shown = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr.find_elements(By.TAG_NAME, "td")[1].text
-                         for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")}
+                cells = [[td.text for td in tr.find_elements(By.XPATH, "./td")]
+                         for tr in table.find_elements(By.XPATH, "./tbody/tr")]
+                shown = {c[0]: c[1] for c in cells}
                 assert shown == {f.idea_id: f.verdict for f in feedback}
                 pages.shot("03-feedback-partition")
 

@@ -82,6 +82,7 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
 
     assert Path(meta["progress_plot_file"].value).read_bytes()[:4] == b"\x89PNG"
     rounds_table = meta["rounds"].value
+    assert "toy_classification/r1/fancy_kernel_r1" in meta["lineage"].value and "mlflow_run" in meta["lineage"].value
     assert "tokens" in rounds_table and "cost_per_idea" in rounds_table
     tokens = int(rounds_table.splitlines()[2].split("|")[9])  # the r1 row: the fake server reports usage
     assert tokens > 0
@@ -95,6 +96,17 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     neg = next(i for i in fi if i.name.startswith("negative_step"))
     assert neg.nearest_bank_idea == f"{TOPIC}/r1/negative_step_r1" and neg.max_similarity > 0.8
     assert not neg.kept
+
+    # lineage tells the whole chain, including what round 2 did with the round-1 idea
+    from pipelines.lineage import idea_lineage
+
+    text = idea_lineage(f"{TOPIC}/r1/negative_step_r1")
+    for part in ("## topic", "literature query", "## inspired by papers", "novelty queries", "## patch",
+                 "## verdict", "the round's analysis", "## later ideas compared with it in the idea bank"):
+        assert part in text, part
+    assert f"{neg.idea_id}: similarity" in text and "dropped as a near-duplicate" in text
+    fixed_text = idea_lineage(f"{TOPIC}/r1/longer_training_r1")
+    assert "    fix:" in fixed_text and "EPOCHS" in fixed_text  # the repair's diff
 
 
 def test_rematerialising_makes_no_llm_call(topic_ready, fake_llm):

@@ -62,7 +62,7 @@ def run_round(name: str, home: Path, base_url: str):
 
 def check_round(name: str, home: Path, fake_llm, baseline_floor: float) -> None:
     """A whole round on a shipped topic: every check passes, the scripted edits apply to its
-    experiment.py (LR sign flip; an EPOCHS bug that the debugging stage repairs by doubling
+    experiment.py (gradient ascent; an EPOCHS bug that the debugging stage repairs by doubling
     EPOCHS), the runs finish in the sandbox and the verdicts compare with a real baseline."""
     spec = topic(name)
     res, rec = run_round(name, home, fake_llm.base_url)
@@ -73,7 +73,7 @@ def check_round(name: str, home: Path, fake_llm, baseline_floor: float) -> None:
     patches, runs, fb = rec["patched_code"], rec["run_results"], rec["feedback_summary"]
     neg = patches["negative_step_r1"]
     assert neg.status == "ok" and neg.imports_ok, neg.reason
-    assert "\n+LR = -" in neg.diff  # the sign flip landed on this topic's own LR line
+    assert "maximize=True" in neg.diff  # the fake's sign flip for a torch optimiser (it refuses lr < 0)
     assert runs["negative_step_r1"].status == "success"
 
     longer = runs["longer_training_r1"]
