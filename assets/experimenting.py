@@ -20,7 +20,7 @@ from typing import Callable
 from assets.honesty import honesty_problems
 from assets.patching import WHOLE_FILE_RETRIES, EditError, apply_edit, check_compiles, status_of
 from assets.prompts import patching as prompts
-from assets.tracebacks import error_line, last_traceback, local_structure, own_frames
+from assets.tracebacks import error_line, format_frames, last_traceback, local_structure, own_frames
 from assets.verdicts import parse_metrics, seed_summary
 from resources.paths import under_home
 from resources.runner import prepare_workspace
@@ -31,7 +31,7 @@ OUT_DIR = "out"
 MODES = prompts.MODES
 # output tokens an edit may take: a whole file is long, definitions or blocks are short
 MAX_TOKENS = {"whole": 2500, "search_replace": 900, "functions": 1200}
-ANALYSIS_TOKENS = 200
+ANALYSIS_TOKENS = 120  # a few sentences; the small model ignores length requests
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     return Attempt(attempt=attempt, command=cmd, exit_code=res.exit_code, timed_out=res.timed_out,
                    duration_s=round(res.duration_s, 2), stdout_tail=res.stdout_tail[-2000:],
                    stderr_tail=stderr[-3000:], error=error, frames=frames,
-                   local_structure=local_structure(frames, ws) if frames else "", metrics=metrics)
+                   local_structure=local_structure(frames, ws, mark=True) if frames else "", metrics=metrics)
 
 
 def default_repair_format(llm, edit_format: str) -> str:
@@ -127,6 +127,8 @@ def error_report(a: Attempt, mode: str) -> str:
         return f"{a.error}\nMake the script finish faster."
     if mode == "error":
         return a.error or "the script failed"
+    if mode == "structure" and a.frames and a.error:  # the frames in the script's own code
+        return format_frames(a.frames, a.error)
     tb = last_traceback(a.stderr_tail)
     return (tb[-2500:] if tb else a.stderr_tail[-1500:]) or a.error or "the script failed"
 
@@ -179,7 +181,7 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
         raise ValueError(f"unknown debugging mode {mode!r} (one of {', '.join(MODES)})")
     fmt = repair_format or default_repair_format(llm, edit_format)
     workdir.mkdir(parents=True, exist_ok=True)
-    variant = f"{max_repairs}" if max_repairs == 0 else f"{max_repairs}-{mode}-{fmt}"
+    variant = f"{max_repairs}" if max_repairs == 0 else f"{max_repairs}-{mode}-{fmt}" + ("" if honesty else "-unchecked")
     memo_file = workdir / f"result-{code_hash(code, target)}-{variant}.json"
     if memo and memo_file.exists():  # finished before (e.g. a resumed run): do not re-run the experiment
         log(f"{idea_id}: reusing the finished experiment in {memo_file.name}")

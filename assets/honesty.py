@@ -73,7 +73,9 @@ def essentials(code: str, metric: str | None = None) -> dict[str, int] | None:
         return None
     calls = _calls(tree)
     loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
-    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # docstrings, bare strings
+    strings = [n.value for n in ast.walk(tree)
+               if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
     out = {
         "backward": sum(_last(c) == "backward" for c in calls),
         "optimizer_step": sum(_is_training_call(c) and _last(c) == "step" for c in calls),

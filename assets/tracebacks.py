@@ -65,9 +65,28 @@ def _enclosing(tree: ast.AST, line: int) -> list[ast.AST]:
     return chain
 
 
-def local_structure(frames: list[TraceFrame], workspace: str | Path, context_lines: int = 4) -> str:
-    """Source of the functions (and their classes' __init__) the error passed through."""
+def format_frames(frames: list[TraceFrame], error: str) -> str:
+    """The traceback reduced to the experiment's own frames, then the error line."""
+    lines = ["Traceback (the script's own frames, most recent call last):"]
+    lines += [f'  File "{f.file}", line {f.line}, in {f.function}' + (f"\n    {f.code}" if f.code else "")
+              for f in frames]
+    return "\n".join(lines + [error])
+
+
+MARK = "  # <-- error path"
+
+
+def local_structure(frames: list[TraceFrame], workspace: str | Path, context_lines: int = 4,
+                    mark: bool = False) -> str:
+    """Source of the functions (and their classes' __init__) the error passed through; with
+    `mark`, the lines the traceback passes through end with MARK (a pointer for the model)."""
     ws = Path(workspace)
+    on_path = {(f.file, f.line) for f in frames}
+
+    def show(file: str, lo: int, hi: int, lines: list[str]) -> str:
+        return "\n".join(l + (MARK if mark and (file, n) in on_path else "")
+                         for n, l in enumerate(lines[lo - 1:hi], lo))
+
     pieces: list[str] = []
     seen: set[tuple[str, int]] = set()
     for fr in frames:
@@ -93,7 +112,7 @@ def local_structure(frames: list[TraceFrame], workspace: str | Path, context_lin
             key = (fr.file, lo)
             if key not in seen:
                 seen.add(key)
-                pieces.append(f"# {fr.file}, lines {lo}-{hi}\n" + "\n".join(lines[lo - 1:hi]))
+                pieces.append(f"# {fr.file}, lines {lo}-{hi}\n" + show(fr.file, lo, hi, lines))
             if not nodes:
                 continue
         for n in nodes:
@@ -104,5 +123,5 @@ def local_structure(frames: list[TraceFrame], workspace: str | Path, context_lin
             header = f"# {fr.file}, lines {n.lineno}-{n.end_lineno}"
             if cls is not None:
                 header += f" (class {cls.name})"
-            pieces.append(header + "\n" + "\n".join(lines[n.lineno - 1:n.end_lineno]))
+            pieces.append(header + "\n" + show(fr.file, n.lineno, n.end_lineno, lines))
     return "\n\n".join(pieces)

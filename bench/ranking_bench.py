@@ -85,16 +85,21 @@ def run_variant(name: str, mode: str, batch: int, brief, papers, llm, embedder, 
              "server_s": round(sum(r["compute_s"] for r in meter.requests), 1),
              "prompt_evaluated": sum(r["prompt_n"] for r in meter.requests),
              "prompt_cached": sum(r["cache_n"] for r in meter.requests),
-             "first30_server_s": None}
+             "first30_server_s": None, "per_request": meter.requests}
     if meter.requests and not any(c.cached for c in calls):   # an uncached run: remember its timings
-        per = max(1, batch if mode != "judged" else 1)
-        usage["first30_server_s"] = round(sum(r["compute_s"] for r in meter.requests[:-(-30 // per)]), 1)
+        # the requests that ranked the first 30 papers: each pass asks ceil(n / batch) requests in
+        # order (the attribute mode makes two passes; a retried answer would shift this slightly)
+        per = 1 if mode == "judged" else batch
+        per_pass, first = -(-len(papers) // per), -(-min(30, len(papers)) // per)
+        idx = [i * per_pass + j for i in range(2 if mode == "attributes" else 1) for j in range(first)]
+        usage["first30_server_s"] = round(sum(meter.requests[i]["compute_s"] for i in idx
+                                              if i < len(meter.requests)), 1)
         store[key] = usage
     elif key in store:   # answers came from the cache: report the first run's timings
         usage = store[key]
     (Path(os.environ["DAGSTER_HOME"]) / f"ranking_{name.replace(':', '_')}.jsonl").write_text(
         "".join(s.model_dump_json() + "\n" for s in scores))
-    return {"name": name, "mode": mode, "batch": batch, "scores": scores, "usage": usage}
+    return {"name": name, "mode": mode, "batch": batch, "scores": scores, "usage": usage, "papers": papers}
 
 
 def offline_rows(attr_scores, papers, labels) -> list[tuple[str, dict]]:
@@ -121,7 +126,8 @@ def fmt_row(label: str, e: dict, extra: str = "") -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--k", type=int, default=50, help="papers retrieved and ranked")
-    ap.add_argument("--variants", default="attributes:5,attributes:1,naive:5,judged:1")
+    ap.add_argument("--variants", default="attributes:5,naive:5,attributes:1:15,judged:1",
+                    help="mode:batch[:n], comma-separated; n: rank only the first n papers")
     ap.add_argument("--no-write", action="store_true", help="print, do not write bench/RESULTS.md")
     args = ap.parse_args(argv)
 
@@ -143,9 +149,10 @@ def main(argv=None) -> int:
     timings_file = Path(os.environ["DAGSTER_HOME"]) / "ranking_timings.json"
     store = json.loads(timings_file.read_text()) if timings_file.exists() else {}
     results = []
-    for v in args.variants.split(","):
-        mode, batch = v.split(":")
-        results.append(run_variant(v, mode, int(batch), brief, papers, llm, embedder, store))
+    for v in args.variants.split(","):   # mode:batch[:n] -- n: only the first n papers
+        mode, batch, *n = v.split(":")
+        results.append(run_variant(v, mode, int(batch), brief, papers[:int(n[0])] if n else papers, llm, embedder,
+                                   store))
         timings_file.write_text(json.dumps(store, indent=1))
 
     head = ("| ranking | kept | relevant kept | off-topic kept | precision | recall | "
@@ -153,10 +160,20 @@ def main(argv=None) -> int:
     sep = "|---" * (6 + len(DISTRACTORS)) + "|"
     everything = evaluate({p.paper_id for p in papers}, papers, labels)
     lines = [head, sep, fmt_row(f"keep all {len(papers)} retrieved (no ranking)", everything)]
+    full = {(r["mode"], r["batch"]): r for r in results if len(r["papers"]) == len(papers)}
     for r in results:
-        e = evaluate({s.paper_id for s in r["scores"] if s.kept}, papers, labels)
+        n = len(r["papers"])
+        e = evaluate({s.paper_id for s in r["scores"] if s.kept}, r["papers"], labels)
         failed = sum(s.error is not None for s in r["scores"])
-        lines.append(fmt_row(f"{r['mode']}, {r['batch']} per request" + (f" ({failed} not judged)" if failed else ""), e))
+        label = f"{r['mode']}, {r['batch']} per request" + (f", first {n} papers only" if n < len(papers) else "")
+        lines.append(fmt_row(label + (f" ({failed} not judged)" if failed else ""), e))
+        other = next((f for (m, b), f in full.items() if m == r["mode"] and b != r["batch"]), None)
+        if n < len(papers) and other:   # the same papers ranked with the other batch size
+            mine = {s.paper_id: s for s in other["scores"][:n]}
+            e2 = evaluate({i for i, s in mine.items() if s.kept}, r["papers"], labels)
+            same = sum(mine[s.paper_id].kept == s.kept for s in r["scores"])
+            lines.append(fmt_row(f"{other['mode']}, {other['batch']} per request, the same {n} papers "
+                                 f"(same keep decision as {r['batch']} per request for {same}/{n})", e2))
     cost = ["| ranking | requests | prompt tok/paper | of which cached (prefix reuse) | completion tok/paper | "
             "server s/paper | wall s/paper (shared server) | server s for the first 30 papers |",
             "|---|---|---|---|---|---|---|---|"]

@@ -14,6 +14,7 @@ bench/RESULTS.md.
 
   .venv/bin/python bench/repair_bench.py                     # structure vs traceback, all variants
   MODES=structure,traceback,error ONLY=missing_attribute,cuda_on_cpu .venv/bin/python bench/repair_bench.py
+  FROM_JSON=bench/repair_results.json .venv/bin/python bench/repair_bench.py   # re-render the section only
 """
 from __future__ import annotations
 
@@ -120,6 +121,9 @@ def main() -> None:
     from resources.paths import resolve_topic_dir
     from schemas.topic import load_topic
 
+    if os.environ.get("FROM_JSON"):  # re-render saved results, no run
+        publish(json.loads(Path(os.environ["FROM_JSON"]).read_text()))
+        return
     suite = os.environ.get("SUITE", "pointcloud")
     modes = os.environ.get("MODES", "structure,traceback").split(",")
     max_repairs = int(os.environ.get("MAX_REPAIRS", "2"))
@@ -148,19 +152,25 @@ def main() -> None:
             print(f"{v['name']:26s} {m:10s} {'FIXED ' if r['fixed'] else 'failed'} runs={r['runs']} "
                   f"fixes={r['fix_statuses']} llm={r['llm_s']:.0f}s ({r['cached_calls']}/{r['llm_calls']} cached) "
                   f"wall={r['wall_s']:.0f}s", flush=True)
-    wall = time.monotonic() - t_start
-    out_json.write_text(json.dumps({"date": today(), "machine": machine(), "model": llm.model_name(),
-                                    "format": fmt_used, "max_repairs": max_repairs, "modes": modes,
-                                    "wall_s": round(wall), "skipped": skipped, "rows": rows}, indent=1))
-    body = "\n".join([
-        f"## Repair rate on the broken suite ({today()}, {machine()})",
+    data = {"date": today(), "machine": machine(), "model": llm.model_name(), "topic": spec.name, "suite": suite,
+            "format": fmt_used, "max_repairs": max_repairs, "modes": modes, "variants": len(variants),
+            "wall_s": round(time.monotonic() - t_start), "skipped": skipped, "rows": rows}
+    out_json.write_text(json.dumps(data, indent=1))
+    publish(data)
+
+
+def render(d: dict) -> str:
+    rows, modes = d["rows"], d["modes"]
+    n = d["variants"] - len(d["skipped"])
+    return "\n".join([
+        f"## Repair rate on the broken suite ({d['date']}, {d['machine']})",
         "",
-        f"`bench/repair_bench.py`: {len(variants) - len(skipped)} broken variants of `{spec.name}` "
-        f"(bench/broken/{suite}/manifest.jsonl), model `{llm.model_name()}`, edit format `{fmt_used}`, "
-        f"up to {max_repairs} repairs each, verified with the topic's dry run (`check`), honesty check on. "
-        f"Wall time {wall / 60:.0f} min (LLM calls served from the cache are free: "
+        f"`bench/repair_bench.py`: {n} broken variants of `{d['topic']}` (bench/broken/{d['suite']}/manifest.jsonl), "
+        f"model `{d['model']}`, edit format `{d['format']}`, up to {d['max_repairs']} repair(s) each "
+        f"({d['max_repairs'] + 1} runs), verified with the topic's dry run (`check`), honesty check on. "
+        f"Wall time {d['wall_s'] / 60:.0f} min (LLM answers served from the cache cost nothing: "
         f"{sum(r['cached_calls'] for r in rows)}/{sum(r['llm_calls'] for r in rows)} this time)."
-        + (f" Not run (time bound): {', '.join(skipped)}." if skipped else ""),
+        + (f" Not run (time bound): {', '.join(d['skipped'])}." if d["skipped"] else ""),
         "",
         summary(rows, modes),
         "",
@@ -169,6 +179,10 @@ def main() -> None:
         "DOLPHIN (236B model) reference: about half of the ideas run with traceback + local code "
         "structure, 4/15 without.",
     ])
+
+
+def publish(data: dict) -> None:
+    body = render(data)
     if os.environ.get("NO_WRITE") != "1":
         write_section("repair", body)
     print(body)

@@ -3,9 +3,9 @@ traceback, with the same loop the research rounds use (`assets.experimenting.run
 
   researchloop debug train.py                       # up to 3 repairs, writes train.fixed.py
   researchloop debug train.py --max-attempts 0      # just run it once, sandboxed
-  researchloop debug train.py --json --mode traceback --output fixed.py -- --epochs 1
+  researchloop debug train.py --json --mode traceback --output fixed.py --script-args "--epochs 1"
 
-Each attempt runs `python SCRIPT [ARGS]` in a fresh copy of the script's folder under
+Each attempt runs `python SCRIPT [SCRIPT_ARGS]` in a fresh copy of the script's folder under
 bubblewrap (no network, only the copy writable). Success is exit code 0. The original file is
 never overwritten unless --output names it. Progress goes to stderr; with --json, stdout holds
 one JSON object (fixed, attempts, exit_code, timed_out, stdout_tail, stderr_tail, and every
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "debug", help="run a script sandboxed and repair it from its traceback",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("script", help="the Python script to run (its folder is copied for each attempt)")
-    d.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script, after --")
+    d.add_argument("--script-args", default="", metavar="ARGS",
+                   help='arguments for the script, as one shell-quoted string (e.g. "--epochs 1")')
     d.add_argument("--max-attempts", type=int, default=DEFAULT_REPAIRS, metavar="N",
                    help=f"repairs to try (default {DEFAULT_REPAIRS}; 0 just runs the script once)")
     d.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per run (default 300)")
@@ -132,7 +134,10 @@ def cmd_debug(args) -> int:
     from resources.paths import under_home
     from resources.runner import Runner
 
-    script_args = [a for a in args.script_args if a != "--"] if args.script_args[:1] == ["--"] else args.script_args
+    try:
+        script_args = shlex.split(args.script_args)
+    except ValueError as e:
+        return fail(f"--script-args: {e}")
     target = RunTarget(folder=script.parent, code_file=script.name, command=("python", script.name, *script_args),
                        timeout_s=args.timeout, memory_mb=args.memory_mb, metric=None, ignore=IGNORE)
     llm = None

@@ -157,8 +157,9 @@ def brainstorm_ideas(user: str) -> list[dict]:
 
 
 class FakeLLMServer:
-    def __init__(self):
-        self.script = Script()
+    def __init__(self, script: Script | None = None):
+        """`script`: anything with `answer(request) -> str` (default: the round's Script)."""
+        self.script = script or Script()
         script = self.script
 
         class Handler(BaseHTTPRequestHandler):

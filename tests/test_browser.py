@@ -131,8 +131,10 @@ def test_ui_shows_asset_graph_verdicts_and_plot_in_chromium(home, fake_llm):
                 pages.open("03-feedback-partition",
                            "/assets/feedback_summary?view=partitions&partition=" + urllib.parse.quote(PARTITION),
                            [PARTITION, "verdicts", *[f.idea_id for f in feedback]])
-                table = metadata_row(driver, "verdicts").find_element(By.TAG_NAME, "table")
-                driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'nearest'})", table)
+                row = metadata_row(driver, "verdicts")
+                table = row.find_element(By.TAG_NAME, "table")
+                driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'start'})",
+                                      row.find_element(By.XPATH, "./td[1]"))  # the label column stays in view
                 assert table.is_displayed()
                 header = [th.text for th in table.find_elements(By.XPATH, "./thead/tr/th")]
                 assert header[:2] == ["idea_id", "verdict"], header

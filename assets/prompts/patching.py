@@ -87,9 +87,9 @@ def analyse(code: str, filename: str, error: str, structure: str, title: str = "
     return [
         {"role": "system", "content": _system(code, filename)},
         {"role": "user", "content": _failure(error, structure, title, "structure") + (
-            "\nDo not write code yet. In at most five short lines, describe the error-related code "
-            "structure: the functions and lines the error passes through, what each expects there "
-            "(shapes, types, names, devices), and which line causes the error and why.")},
+            "\nDo not write code yet. In at most three short sentences, describe the error-related "
+            "code structure: the lines the error passes through (marked '<-- error path'), what they "
+            "expect there (shapes, types, names, devices), and which line causes the error and why.")},
     ]
 
 

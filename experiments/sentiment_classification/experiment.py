@@ -29,7 +29,7 @@ LR = 5e-3
 
 torch.manual_seed(args.seed)
 np.random.seed(args.seed)
-torch.set_num_threads(1)  # tiny ops: one thread is as fast, and runs side by side do not fight
+torch.set_num_threads(1)  # tiny ops gain little from a 2nd thread, and lose a lot on a busy machine
 torch.use_deterministic_algorithms(True)
 
 train_texts, train_labels, test_texts, test_labels = load_split()

@@ -1,0 +1,314 @@
+"""Traceback-guided debugging (DOLPHIN 3.2): the repair loop in its three modes, the honesty
+check inside it, and `researchloop debug` end to end (sandboxed runs are real; the LLM is a
+scripted fake object or the scripted OpenAI-compatible server)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from assets.experimenting import RunTarget, default_repair_format, run_with_repair
+from assets.tracebacks import MARK, format_frames, own_frames
+from resources.paths import REPO_ROOT
+from resources.runner import Runner
+from tests.fake_llm import FakeLLMServer
+
+# the bug (a misspelt name) sits two calls below the module level where the script starts
+BROKEN = textwrap.dedent("""\
+    import json
+
+
+    def scale(values, factor):
+        return sum(values) * factr
+
+
+    def total(values):
+        return scale(values, 2)
+
+
+    if __name__ == "__main__":
+        result = total([1, 2, 3])
+        print("total", result)
+        with open("result.json", "w") as f:
+            json.dump({"total": result}, f)
+    """)
+FIX = "```python\ndef scale(values, factor):\n    return sum(values) * factor\n```"
+ANALYSIS = "scale() multiplies by factr, which is not defined; its parameter is called factor."
+# "runs" by no longer computing or writing anything: must be rejected
+DISHONEST = '```python\nif __name__ == "__main__":\n    print("total", 12)\n```'
+
+
+class FakeLLM:
+    """Stands in for resources.llm.LLM: answers by stage, applies `parse` like the real one."""
+
+    def __init__(self, fix: str = FIX, analysis: str = ANALYSIS, local: bool = False, edit_format: str = "whole"):
+        self.answers = {"debug_analysis": analysis, "debug": fix}
+        self.requests: list[tuple[str, list[dict]]] = []
+        self.local, self.edit_format = local, edit_format
+
+    def is_local(self) -> bool:
+        return self.local
+
+    def complete(self, messages, *, stage, parse=None, schema=None, max_tokens=512, max_retries=None):
+        self.requests.append((stage, messages))
+        text = self.answers[stage]
+        try:
+            value = parse(text) if parse else text
+        except ValueError as e:
+            return SimpleNamespace(ok=False, value=None, text=text, error=f"invalid answer (try 1): {e}")
+        return SimpleNamespace(ok=True, value=value, text=text, error=None)
+
+    def stages(self) -> list[str]:
+        return [s for s, _ in self.requests]
+
+    def prompt(self, stage: str = "debug") -> str:
+        return next(m[-1]["content"] for s, m in self.requests if s == stage)
+
+
+@pytest.fixture
+def script(tmp_path):
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "calc.py").write_text(BROKEN)
+    return folder / "calc.py"
+
+
+def target(script: Path, **kw) -> RunTarget:
+    return RunTarget(folder=script.parent, code_file=script.name, command=("python", script.name), timeout_s=60, **kw)
+
+
+def repair_loop(script, llm, tmp_path, **kw):
+    return run_with_repair(target(script), script.read_text(), runner=Runner(), llm=llm, workdir=tmp_path / "work",
+                           idea_id="calc", title="", max_repairs=kw.pop("max_repairs", 2), edit_format="functions",
+                           log=lambda s: None, **kw)
+
+
+# -- traceback parsing: frames two levels deep, the reduced traceback ---------------------
+
+def test_frames_two_levels_deep_and_reduced_traceback(script, tmp_path):
+    p = subprocess.run([sys.executable, script.name], cwd=script.parent, capture_output=True, text=True)
+    frames = own_frames(p.stderr, script.parent)
+    assert [(f.function, f.line) for f in frames] == [("<module>", 13), ("total", 9), ("scale", 5)]
+    text = format_frames(frames, "NameError: name 'factr' is not defined")
+    assert text.splitlines()[-1] == "NameError: name 'factr' is not defined"
+    assert '  File "calc.py", line 5, in scale\n    return sum(values) * factr' in text
+
+
+# -- the repair loop ----------------------------------------------------------------------
+
+def test_structure_mode_analyses_then_fixes(script, tmp_path):
+    llm = FakeLLM()
+    res = repair_loop(script, llm, tmp_path, mode="structure")
+    assert res.status == "success" and res.n_attempts == 2 and res.metric_value is None
+    assert llm.stages() == ["debug_analysis", "debug"]
+    first = res.attempts[0]
+    assert first.error.startswith("NameError: name 'factr' is not defined") and first.fix_status == "ok"
+    assert first.analysis == ANALYSIS and "+    return sum(values) * factor" in first.fix_diff
+    analysis_prompt, fix_prompt = llm.prompt("debug_analysis"), llm.prompt("debug")
+    assert "Do not write code yet" in analysis_prompt
+    # the reduced traceback, the marked local code structure and the analysis reach the fix
+    assert "the script's own frames" in fix_prompt and "Traceback (most recent call last)" not in fix_prompt
+    assert f"\n    return sum(values) * factr{MARK}" in fix_prompt
+    assert "def total(values):" in fix_prompt and ANALYSIS in fix_prompt
+    assert "complete new version of each function" in fix_prompt  # the functions format
+    assert "final_info.json" not in fix_prompt  # a plain script: generic rules
+    assert "total 12" in res.attempts[-1].stdout_tail and "* factor" in res.final_code
+
+
+def test_traceback_mode_one_call_with_the_raw_traceback(script, tmp_path):
+    llm = FakeLLM()
+    res = repair_loop(script, llm, tmp_path, mode="traceback")
+    assert res.status == "success" and llm.stages() == ["debug"]
+    prompt = llm.prompt()
+    assert "Traceback (most recent call last)" in prompt and "local code structure" not in prompt
+    assert res.attempts[0].analysis == ""
+
+
+def test_error_mode_shows_only_the_error_line(script, tmp_path):
+    llm = FakeLLM()
+    res = repair_loop(script, llm, tmp_path, mode="error")
+    assert res.status == "success" and llm.stages() == ["debug"]
+    prompt = llm.prompt()
+    assert "NameError: name 'factr' is not defined" in prompt
+    assert "File " not in prompt and "local code structure" not in prompt
+
+
+def test_with_structure_false_still_means_traceback_mode(script, tmp_path):
+    llm = FakeLLM()
+    repair_loop(script, llm, tmp_path, with_structure=False)
+    assert llm.stages() == ["debug"]
+    with pytest.raises(ValueError, match="unknown debugging mode"):
+        repair_loop(script, llm, tmp_path, mode="vibes")
+
+
+def test_dishonest_fix_is_a_failed_repair_and_never_runs(script, tmp_path):
+    llm = FakeLLM(fix=DISHONEST)
+    res = repair_loop(script, llm, tmp_path, mode="traceback")
+    assert res.status == "failed" and res.n_attempts == 1
+    a = res.attempts[0]
+    assert a.fix_status == "dishonest" and "removes the writing of the results" in a.fix_error
+    assert "the repair failed" in res.reason and "dishonest" in res.reason
+    # with the check off the same answer "works": that is what the check is for
+    res = repair_loop(script, FakeLLM(fix=DISHONEST), tmp_path, mode="traceback", honesty=False)
+    assert res.status == "success"
+
+
+def test_unusable_fix_stops_with_its_status(script, tmp_path):
+    res = repair_loop(script, FakeLLM(fix="I am not sure what is wrong."), tmp_path, mode="traceback")
+    assert res.status == "failed" and res.attempts[0].fix_status == "not_applied"
+
+
+def test_budget_bounds_the_repairs(script, tmp_path):
+    still_broken = "```python\ndef scale(values, factor):\n    return sum(values) * fctr\n```"
+    llm = FakeLLM(fix=still_broken)
+    res = repair_loop(script, llm, tmp_path, mode="traceback", max_repairs=1)
+    assert res.status == "failed" and res.n_attempts == 2 and llm.stages() == ["debug"]
+    assert "fctr" in res.attempts[1].error and res.attempts[1].fix_status is None
+
+
+def test_no_repairs_needs_no_llm(script, tmp_path):
+    res = repair_loop(script, None, tmp_path, max_repairs=0)
+    assert res.status == "failed" and res.n_attempts == 1 and "factr" in res.reason
+
+
+def test_unparsable_file_is_rewritten_whole(tmp_path):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "s.py").write_text("print('a'\n")
+    whole = "```python\nprint('a')\n```"
+    llm = FakeLLM(fix=whole)
+    res = run_with_repair(target(folder / "s.py"), "print('a'\n", runner=Runner(), llm=llm, workdir=tmp_path / "w",
+                          idea_id="s", title="", max_repairs=1, edit_format="functions", mode="traceback",
+                          log=lambda s: None)
+    assert res.status == "success" and "SyntaxError" in res.attempts[0].error
+    assert "Return the complete new s.py" in llm.prompt()
+
+
+def test_env_reaches_the_script_and_attempts_are_reported(tmp_path):
+    folder = tmp_path / "e"
+    folder.mkdir()
+    code = "import os\nprint('value', os.environ['RL_TEST_VALUE'])\n"
+    (folder / "e.py").write_text(code)
+    seen = []
+    res = run_with_repair(target(folder / "e.py"), code, runner=Runner(), llm=None, workdir=tmp_path / "w",
+                          idea_id="e", title="", max_repairs=0, edit_format="whole", log=lambda s: None,
+                          env={"RL_TEST_VALUE": "42"}, on_attempt=seen.append)
+    assert res.status == "success" and "value 42" in res.attempts[0].stdout_tail
+    assert seen == res.attempts
+
+
+def test_default_repair_format():
+    assert default_repair_format(FakeLLM(local=True, edit_format="auto"), "whole") == "functions"
+    assert default_repair_format(FakeLLM(local=False, edit_format="auto"), "search_replace") == "search_replace"
+    assert default_repair_format(FakeLLM(local=True, edit_format="whole"), "whole") == "whole"
+    assert default_repair_format(None, "whole") == "whole"
+
+
+# -- researchloop debug -------------------------------------------------------------------
+
+class DebugScript:
+    """Scripted answers for the debugging prompts; counts requests."""
+
+    def __init__(self):
+        self.requests: list[str] = []
+
+    @property
+    def total(self) -> int:
+        return len(self.requests)
+
+    def answer(self, req: dict) -> str:
+        user = req["messages"][-1]["content"]
+        self.requests.append(user)
+        if "Do not write code yet" in user:
+            return ANALYSIS
+        if "failed with" in user and "factr" in user:
+            return FIX
+        return "I do not understand."
+
+
+@pytest.fixture
+def debug_server():
+    with FakeLLMServer(DebugScript()) as server:
+        yield server
+
+
+def _debug(*args, env):
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "debug", *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _env(tmp_path, server=None, **extra):
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "RESEARCHLOOP_MODEL": "fake-model",
+           "OPENAI_API_KEY": "sk-test", **extra}
+    env.pop("RESEARCHLOOP_EDIT_FORMAT", None)
+    if server is not None:
+        env["OPENAI_BASE_URL"] = server.base_url
+    else:
+        env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"  # nothing listens: any LLM call would fail
+    return env
+
+
+def test_debug_cli_repairs_and_writes_a_copy(script, tmp_path, debug_server):
+    r = _debug(str(script), "--json", "--edit-format", "functions", "--max-attempts", "2",
+               env=_env(tmp_path, debug_server))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["fixed"] is True and out["attempts"] == 2 and out["repairs"] == 1
+    assert out["exit_code"] == 0 and out["timed_out"] is False
+    assert "total 12" in out["stdout_tail"] and isinstance(out["stderr_tail"], str)
+    first = out["per_attempt"][0]
+    assert first["error"].startswith("NameError: name 'factr' is not defined") and first["fix_status"] == "ok"
+    assert first["frames"] == ["calc.py:13 in <module>", "calc.py:9 in total", "calc.py:5 in scale"]
+    assert first["analysis"] == ANALYSIS and out["per_attempt"][1]["error"] is None
+    assert out["mode"] == "structure" and out["edit_format"] == "functions"
+    fixed = script.with_name("calc.fixed.py")
+    assert out["output"] == str(fixed) and "* factor" in fixed.read_text()
+    assert script.read_text() == BROKEN  # the original is never overwritten by default
+    assert debug_server.script.total == 2  # analysis + fix
+    assert "attempt 1: NameError" in r.stderr  # progress goes to stderr
+
+
+def test_debug_cli_zero_attempts_just_runs_once(script, tmp_path):
+    r = _debug(str(script), "--max-attempts", "0", "--json", env=_env(tmp_path))
+    assert r.returncode == 1, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["fixed"] is False and out["attempts"] == 1 and out["repairs"] == 0
+    assert out["exit_code"] == 1 and out["timed_out"] is False
+    assert "NameError" in out["stderr_tail"] and out["output"] is None
+    assert out["per_attempt"][0]["fix_status"] is None and out["llm"]["llm_calls"] == 0
+    assert not script.with_name("calc.fixed.py").exists()
+
+
+def test_debug_cli_traceback_mode_timeout_and_output(script, tmp_path, debug_server):
+    (script.parent / "slow.py").write_text("import time\ntime.sleep(30)\n")
+    r = _debug(str(script.parent / "slow.py"), "--max-attempts", "0", "--timeout", "1", "--json", env=_env(tmp_path))
+    out = json.loads(r.stdout)
+    assert r.returncode == 1 and out["timed_out"] is True and out["exit_code"] is None
+    dest = tmp_path / "out" / "calc_ok.py"
+    r = _debug(str(script), "--mode", "traceback", "--edit-format", "functions", "--output", str(dest), "--json",
+               env=_env(tmp_path, debug_server))
+    out = json.loads(r.stdout)
+    assert out["fixed"] is True and out["mode"] == "traceback" and out["output"] == str(dest)
+    assert debug_server.script.total == 1 and "* factor" in dest.read_text()
+    assert "Traceback (most recent call last)" in debug_server.script.requests[0]
+
+
+def test_debug_cli_refuses_without_a_sandbox_unless_opted_out(script, tmp_path):
+    no_bwrap = {"PATH": str(tmp_path / "empty-bin")}  # bwrap cannot be found
+    r = _debug(str(script), "--max-attempts", "0", env=_env(tmp_path, **no_bwrap))
+    assert r.returncode == 2 and "bubblewrap" in r.stderr and "RESEARCHLOOP_UNSANDBOXED=1" in r.stderr
+    r = _debug(str(script), "--max-attempts", "0", "--json",
+               env=_env(tmp_path, **no_bwrap, RESEARCHLOOP_UNSANDBOXED="1"))
+    assert r.returncode == 1 and json.loads(r.stdout)["per_attempt"][0]["error"].startswith("NameError")
+    assert "UNSANDBOXED" in r.stderr
+
+
+def test_debug_cli_bad_input(tmp_path):
+    r = _debug(str(tmp_path / "missing.py"), "--json", env=_env(tmp_path))
+    assert r.returncode == 2 and "no such file" in json.loads(r.stdout)["error"]

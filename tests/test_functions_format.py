@@ -1,0 +1,281 @@
+"""The "functions" edit format (assets/patching.py): complete definitions applied by name."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from assets.patching import EditError, apply_definitions, apply_edit, extract_definitions, status_of
+from resources.paths import REPO_ROOT
+
+SOURCE = textwrap.dedent('''\
+    """A tiny experiment."""
+    import json
+
+    import numpy as np
+
+    LR = 0.05
+    EPOCHS = 30
+
+
+    def make_data(n):
+        rng = np.random.default_rng(0)
+        return rng.normal(size=(n, 2)), rng.integers(0, 2, n)
+
+
+    class Model:
+        """Linear model."""
+
+        scale = 1.0
+
+        def __init__(self, dim):
+            self.w = np.zeros(dim)
+
+        @staticmethod
+        def act(z):
+            return 1 / (1 + np.exp(-z))
+
+        def step(self, x, y):
+            p = self.act(x @ self.w)
+            self.w -= LR * x.T @ (p - y)
+            return p
+
+
+    class Other:
+        def step(self):
+            return 0
+
+
+    x, y = make_data(100)
+    m = Model(2)
+    for epoch in range(EPOCHS):
+        m.step(x, y)
+
+    if __name__ == "__main__":
+        print(json.dumps({"w": m.w.tolist()}))
+    ''')
+
+
+def fence(code: str) -> str:
+    return "Here is the fix:\n```python\n" + textwrap.dedent(code).strip("\n") + "\n```\nDone."
+
+
+def apply(code: str) -> str:
+    return apply_edit(SOURCE, fence(code), "functions").code
+
+
+# -- extraction ---------------------------------------------------------------------------
+
+def test_extract_joins_blocks_and_dedents():
+    text = "First:\n```python\n    def f():\n        return 1\n```\nand\n```\nimport os\n```"
+    assert extract_definitions(text) == "def f():\n    return 1\n\nimport os\n"
+
+
+def test_extract_bare_definition_and_no_code():
+    assert extract_definitions("def f():\n    return 2\n") == "def f():\n    return 2\n"
+    with pytest.raises(EditError) as e:
+        extract_definitions("The bug is in line 3, change it.")
+    assert e.value.status == "not_applied"
+
+
+# -- functions and classes -----------------------------------------------------------------
+
+def test_replaces_top_level_function_by_name_only():
+    out = apply('''
+        def make_data(n):
+            rng = np.random.default_rng(1)
+            return rng.normal(size=(n, 2)), rng.integers(0, 2, n)
+        ''')
+    assert "default_rng(1)" in out and "default_rng(0)" not in out
+    assert out.replace("default_rng(1)", "default_rng(0)") == SOURCE  # nothing else moved
+
+
+def test_class_with_one_method_keeps_the_others_and_decorators():
+    out = apply('''
+        class Model:
+            def step(self, x, y):
+                p = self.act(x @ self.w)
+                self.w -= 2 * LR * x.T @ (p - y)
+                return p
+        ''')
+    assert "self.w -= 2 * LR" in out
+    assert "    def __init__(self, dim):\n        self.w = np.zeros(dim)" in out
+    assert "    @staticmethod\n    def act(z):" in out
+    assert '    """Linear model."""' in out and "    scale = 1.0" in out
+    assert "class Other:\n    def step(self):\n        return 0" in out  # the other class's step is untouched
+
+
+def test_class_header_change_and_new_method_at_the_end_of_the_class():
+    out = apply('''
+        class Model(object):
+            def reset(self):
+                self.w[:] = 0
+        ''')
+    assert "class Model(object):" in out
+    body = out[out.index("class Model(object):"):out.index("class Other")]
+    assert body.rstrip().endswith("def reset(self):\n        self.w[:] = 0")
+    assert "def step(self, x, y)" in body
+
+
+def test_decorated_method_replaced_with_its_decorator():
+    out = apply('''
+        class Model:
+            @staticmethod
+            def act(z):
+                return np.tanh(z)
+        ''')
+    assert out.count("@staticmethod") == 1 and "return np.tanh(z)" in out and "np.exp(-z)" not in out
+
+
+def test_lone_method_at_top_level_replaces_the_unique_method():
+    out = apply('''
+        def __init__(self, dim):
+            self.w = np.ones(dim)
+        ''')
+    assert "        self.w = np.ones(dim)" in out and "np.zeros(dim)" not in out
+
+
+def test_lone_method_with_ambiguous_name_is_not_applied():
+    with pytest.raises(EditError) as e:
+        apply('''
+            def step(self):
+                return 1
+            ''')
+    assert e.value.status == "not_applied" and "inside its class" in str(e.value)
+
+
+def test_new_function_goes_before_its_first_use():
+    out = apply('''
+        def normalise(x):
+            return (x - x.mean(0)) / x.std(0)
+
+        x, y = make_data(100)
+        x = normalise(x)
+        ''')
+    i_def, i_use = out.index("def normalise"), out.index("x = normalise(x)")
+    assert out.index("x, y = make_data(100)") < i_def < i_use
+    compile(out, "e.py", "exec")
+
+
+def test_new_unused_function_goes_before_the_main_block():
+    out = apply('''
+        def report(w):
+            return float(w.sum())
+        ''')
+    assert out.index("def report") < out.index('if __name__ == "__main__":')
+    assert out.index("def report") > out.index("for epoch in range(EPOCHS):")
+
+
+def test_imports_added_after_the_imports_and_same_name_import_replaced():
+    out = apply('''
+        import math
+        from numpy import random as npr
+        ''')
+    lines = out.splitlines()
+    assert lines.index("import math") == lines.index("import numpy as np") + 1
+    assert "from numpy import random as npr" in out
+    out = apply("import json as js\n")  # binds another name: added, the old stays
+    assert "import json as js" in out and "import json\n" in out
+    src = "from shapes import load_dataset\nx = load_dataset()\n"
+    fixed = apply_edit(src, fence("from shapes import make_dataset\n"), "functions").code
+    assert fixed == "from shapes import make_dataset\nx = load_dataset()\n"  # same module: replaced
+
+
+def test_assignment_and_loop_replaced_by_target_and_first_line():
+    out = apply('''
+        LR = 0.01
+        for epoch in range(EPOCHS):
+            m.step(x, y)
+            print(epoch)
+        ''')
+    assert "LR = 0.01" in out and "LR = 0.05" not in out
+    assert "    m.step(x, y)\n    print(epoch)" in out and out.count("for epoch") == 1
+
+
+def test_loop_with_changed_first_line_replaces_the_similar_loop():
+    out = apply('''
+        for epoch in range(EPOCHS * 2):
+            m.step(x, y)
+        ''')
+    assert out.count("for epoch") == 1 and "range(EPOCHS * 2)" in out
+
+
+def test_new_statement_goes_after_its_matched_neighbour():
+    out = apply('''
+        m = Model(2)
+        m.w += 0.1
+        ''')
+    assert "m = Model(2)\nm.w += 0.1\nfor epoch" in out
+
+
+def test_unmatched_lone_statement_is_not_applied():
+    with pytest.raises(EditError) as e:
+        apply("print('hello')\n")
+    assert e.value.status == "not_applied" and "matches nothing" in str(e.value)
+
+
+def test_placeholder_bodies_mean_unchanged():
+    out = apply('''
+        class Model:
+            def __init__(self, dim):
+                ...
+
+            def step(self, x, y):
+                return None
+        ''')
+    assert "self.w = np.zeros(dim)" in out and "            return None" not in out
+    assert "    def step(self, x, y):\n        return None" in out
+
+
+def test_same_definition_twice_the_last_one_counts():
+    text = ("The bug:\n```python\ndef make_data(n):\n    return 1\n```\nThe fix:\n"
+            "```python\ndef make_data(n):\n    return 2\n```")
+    out = apply_edit(SOURCE, text, "functions").code
+    assert "    return 2" in out and "    return 1\n" not in out
+
+
+def test_whole_file_in_functions_format_applies():
+    new = SOURCE.replace("LR = 0.05", "LR = 0.02").replace("np.zeros(dim)", "np.ones(dim)")
+    assert apply_edit(SOURCE, fence(new), "functions").code == new
+
+
+def test_unchanged_definition_is_a_no_op():
+    with pytest.raises(EditError) as e:
+        apply('''
+            def make_data(n):
+                rng = np.random.default_rng(0)
+                return rng.normal(size=(n, 2)), rng.integers(0, 2, n)
+            ''')
+    assert e.value.status == "no_op"
+
+
+def test_answer_or_file_that_does_not_parse():
+    with pytest.raises(EditError) as e:
+        apply("def make_data(n:\n    return 1\n")
+    assert e.value.status == "not_applied" and "does not parse" in str(e.value)
+    with pytest.raises(EditError) as e:
+        apply_definitions("def f(:\n", "def f():\n    return 1\n")
+    assert "rewrite the whole file" in str(e.value)
+
+
+def test_edit_that_breaks_indentation_elsewhere_is_a_syntax_error():
+    with pytest.raises(EditError) as e:  # replacing a def by a bare `return` cannot compile
+        apply("def make_data(n):\n    return n\nreturn 3\n")
+    assert e.value.status in ("not_applied", "syntax_error")
+
+
+def test_status_of_knows_dishonest():
+    assert status_of(str(EditError("dishonest", "the fix removes x"))) == "dishonest"
+    assert status_of("invalid answer (try 2): dishonest: the fix removes x") == "dishonest"
+
+
+def test_pointcloud_reference_method_fix():
+    src = (REPO_ROOT / "bench/broken/pointcloud/missing_transpose.py").read_text()
+    out = apply_edit(src, fence('''
+        class PointNet(nn.Module):
+            def forward(self, x):  # x: [B, P, 3]
+                x = self.features(x.transpose(1, 2))  # [B, C, P]
+                x = x.max(dim=2).values               # symmetric max pool over points
+                return self.head(x)
+        '''), "functions").code
+    assert out == (REPO_ROOT / "experiments/pointcloud_classification/experiment.py").read_text()
