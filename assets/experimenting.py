@@ -246,13 +246,14 @@ def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env:
         "metrics": {**result.metrics, f"{m}_seed0": values[0], m: mean, f"{m}_spread": spread}})
 
 
-def run_reference(spec: TopicSpec, runner, tracker, log: Callable[[str], None] = print) -> RunResult:
+def run_reference(spec: TopicSpec, runner, tracker, log: Callable[[str], None] = print,
+                  env: dict[str, str] | None = None) -> RunResult:
     """The baseline: the unmodified reference code, no repairs."""
     code = spec.code_path.read_text()
     workdir = under_home("workspaces", spec.name, "baseline")
     result = run_with_repair(spec, code, runner=runner, llm=None, workdir=workdir, idea_id=f"{spec.name}/baseline",
-                             title="baseline", max_repairs=0, edit_format="whole", log=log)
-    result = repeat_seeds(spec, result, runner, workdir, log=log)
+                             title="baseline", max_repairs=0, edit_format="whole", log=log, env=env)
+    result = repeat_seeds(spec, result, runner, workdir, env=env, log=log)
     if result.mlflow_run_id is None and tracker is not None:
         a = result.attempts[-1]
         result.mlflow_run_id = tracker.log_run(

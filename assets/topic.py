@@ -9,7 +9,8 @@ from assets.partitions import topic_partitions
 from assets.prompts import topic as prompts
 from assets.report import md_table, usage_metadata
 from resources.llm import LLM
-from resources.paths import resolve_topic_dir
+from resources.devices import device_slot
+from resources.paths import resolve_topic_dir, under_home
 from resources.runner import Runner
 from resources.tracker import Tracker
 from schemas.frames import to_frame
@@ -71,7 +72,9 @@ def topic_brief(context: dg.AssetExecutionContext, llm: LLM):
 )
 def baseline_results(context: dg.AssetExecutionContext, runner: Runner, tracker: Tracker):
     spec = topic_spec(context.partition_key)
-    result = run_reference(spec, runner, tracker, log=context.log.info)
+    # the same device share as each idea's run gets, so thread counts do not tilt the comparison
+    with device_slot(under_home("slots")) as env:
+        result = run_reference(spec, runner, tracker, log=context.log.info, env=env)
     df = to_frame([result], RunResult)
     check = expectation_check(
         "baseline_has_metric", df.with_columns(ok=pl.col("status") == "success"),

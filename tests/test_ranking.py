@@ -318,3 +318,34 @@ def test_rank_cli(home, fake_llm, tmp_path):
     assert r.returncode == 2 and "no_such_topic" in r.stderr
     r = _rank_cli("--topic", "toy_classification", "--papers", str(tmp_path / "missing.jsonl"), env=env)
     assert r.returncode == 2 and "missing.jsonl" in r.stderr
+
+
+# -- the asset ---------------------------------------------------------------------------------
+
+def test_paper_rankings_asset_metadata(home, fake_llm):
+    """The asset (invoked directly) ranks with the attribute mode by default and shows the kept /
+    dropped table with the paper's own task and output; the naive mode through its config."""
+    import dagster as dg
+
+    from assets.papers import RankingConfig, paper_rankings
+    from resources.embedder import Embedder
+
+    brief = TopicBrief(topic="t", title="Point cloud classification", description="Classify point clouds.",
+                       metric_name="accuracy", metric_goal="maximize", task="point cloud classification",
+                       input="3D point sets", output="class label", domain="3D vision", evaluation="accuracy",
+                       search_query="q")
+    papers = [Paper(paper_id="a", title="PointNet: point set classification", abstract="Labels shapes."),
+              Paper(paper_id="b", title="VoxelNet: LiDAR detection", abstract="Finds boxes.")]
+    args = (to_frame(papers, Paper), to_frame([brief], TopicBrief))
+    res = paper_rankings(dg.build_asset_context(), RankingConfig(), *args, llm=_llm(fake_llm.base_url),
+                         embedder=Embedder())
+    table = res.metadata["rankings"].value
+    assert res.metadata["mode"] == "attributes" and res.metadata["kept"] == 1 and res.metadata["dropped"] == 1
+    assert "| paper_task | paper_output |" in table and "bounding boxes" in table
+    assert table.index("PointNet") < table.index("VoxelNet")   # kept rows first
+    assert all(c.passed for c in res.check_results)
+    assert [s.paper_id for s in from_frame(res.value, PaperScore) if s.kept] == ["a"]
+    naive = paper_rankings(dg.build_asset_context(), RankingConfig(mode="naive"), *args,
+                           llm=_llm(fake_llm.base_url), embedder=Embedder())
+    assert naive.metadata["mode"] == "naive" and naive.metadata["kept"] == 2
+    assert "paper_task" not in naive.metadata["rankings"].value

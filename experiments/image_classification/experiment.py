@@ -26,7 +26,7 @@ if args.dry_run:
 
 torch.manual_seed(args.seed)
 np.random.seed(args.seed)
-torch.set_num_threads(1)  # deterministic; runs side by side on 2 cores do not fight for them
+torch.set_num_threads(1)  # fixed: the numbers change with the thread count; 1 suits 2 cores shared by runs
 torch.use_deterministic_algorithms(True)
 
 x_train, y_train, x_test, y_test, class_names = load_fashion_mnist(N_TRAIN, N_TEST)
