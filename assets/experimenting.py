@@ -20,7 +20,7 @@ from typing import Callable
 from assets.honesty import honesty_problems
 from assets.patching import WHOLE_FILE_RETRIES, EditError, apply_edit, check_compiles, status_of
 from assets.prompts import patching as prompts
-from assets.tracebacks import error_line, format_frames, last_traceback, local_structure, own_frames
+from assets.tracebacks import MARK, error_line, format_frames, last_traceback, local_structure, own_frames
 from assets.verdicts import parse_metrics, seed_summary
 from resources.paths import under_home
 from resources.runner import prepare_workspace
@@ -148,7 +148,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
         a.analysis = (res.text or "").strip()[:1500] if res.ok else ""
 
     def parse(text: str, src: str = current):
-        edit = apply_edit(src, text, fmt, target.code_file)
+        edit = apply_edit(src, text.replace(MARK, ""), fmt, target.code_file)  # markers copied from the prompt
         if honesty and (problems := honesty_problems(reference, edit.code, target.metric)):
             raise EditError("dishonest", "the fix " + "; ".join(problems) + ": fix the error instead")
         return edit

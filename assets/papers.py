@@ -21,12 +21,15 @@ from schemas.records import Paper, PaperScore, TopicBrief
 
 MODES = ("attributes", "naive", "judged")
 ABSTRACT_CHARS = 1500   # a paper's task is stated early; bounds the prompt of a batch
-LOCAL_BATCH = 5         # papers per request on the local model (bench/ranking_bench.py)
+LOCAL_BATCH = 5         # papers per attribute request on the local model (bench/ranking_bench.py)
+RELEVANCE_BATCH = 1     # measured: asked for 5 papers at once, the 1.5B model sometimes lists the scale
+                        # in order (same_task, neighbouring_task, same_field_other_task, unrelated, ...)
 
 
 def default_batch(llm: LLM) -> int:
-    """Several papers per request on the local server (one slot: fewer, longer requests reuse
-    the shared prefix); one per request on a remote endpoint, where calls run concurrently."""
+    """Papers per request of the attribute pass: several on the local server (one slot: fewer,
+    longer requests reuse the shared prefix); one on a remote endpoint, where calls run
+    concurrently."""
     return LOCAL_BATCH if llm.is_local() else 1
 
 
@@ -81,15 +84,17 @@ def ask_in_batches(system: str, papers: list[Paper], item, llm: LLM, batch: int,
 
 
 def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = "attributes",
-                embedder: Embedder | None = None, batch: int | None = None, on_done=None) -> list[PaperScore]:
+                embedder: Embedder | None = None, batch: int | None = None, relevance_batch: int = RELEVANCE_BATCH,
+                on_done=None) -> list[PaperScore]:
     """Score each paper 1-10 and keep >= 8 (DOLPHIN 3.1). Modes:
     - attributes (default): the LLM judges each paper's relevance to the topic (a category) and, in a
       second pass that does not show the topic, names the paper's own task / input / output; the
       code compares those with the topic's (embeddings) and builds the score from both;
     - naive: the relevance category alone (DOLPHIN's baseline);
     - judged: the LLM judges relevance and attribute agreement itself, one paper per request.
-    `on_done(n)` is called as papers are answered (progress; the attribute mode counts each paper
-    twice, once per pass)."""
+    `batch`: papers per request of the attribute pass (default_batch); `relevance_batch`: of the
+    relevance pass. `on_done(n)` is called as papers are answered (progress; the attribute mode
+    counts each paper twice, once per pass)."""
     if mode not in MODES:
         raise ValueError(f"unknown ranking mode {mode!r}; one of {MODES}")
     if not papers:
@@ -98,7 +103,7 @@ def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = "a
         return _judge_each(brief, papers, llm, on_done)
     batch = batch or default_batch(llm)
     relevance = ask_in_batches(prompts.relevance_system(brief.title, brief.description), papers, PaperRelevance,
-                               llm, batch, on_done)
+                               llm, relevance_batch, on_done)
     if mode == "naive":
         out = []
         for p, r in zip(papers, relevance):

@@ -17,6 +17,7 @@ import difflib
 import re
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 FENCE_RE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 BLOCK_RE = re.compile(
@@ -375,6 +376,60 @@ def apply_definitions(source: str, code: str) -> str:
     return merge.result()
 
 
+# An answer may also copy the layout of the local code structure the debugging prompt shows:
+# "# experiment.py, lines 46-49 (class PointNet)" followed by those lines, edited. The small
+# model does this (measured); the header names the exact lines of the current file.
+SEGMENT_RE = re.compile(r"^[ \t]*#[ \t]*(?P<file>[\w./-]+\.py),[ \t]*lines?[ \t]+(?P<a>\d+)[ \t]*-[ \t]*(?P<b>\d+)\b.*$",
+                        re.M)
+_SEGMENT_SIMILAR = 0.5
+
+
+def apply_segments(source: str, code: str, filename: str = "experiment.py") -> tuple[str, str]:
+    """Replace each "# FILE, lines A-B" segment's lines of `source` by the code under it.
+    Returns (new source, the code before the first header, for `apply_definitions`)."""
+    heads = list(SEGMENT_RE.finditer(code))
+    if not heads:
+        return source, code
+    lines = source.splitlines()
+    edits: list[tuple[int, int, list[str]]] = []
+    for h, nxt in zip(heads, heads[1:] + [None]):
+        a, b = int(h["a"]), int(h["b"])
+        if Path(h["file"]).name != Path(filename).name:
+            raise EditError("not_applied", f"only {filename} can be edited, not {h['file']}")
+        if not 1 <= a <= b <= len(lines):
+            raise EditError("not_applied", f"{h['file']} has no lines {a}-{b}")
+        body = code[h.end():nxt.start() if nxt else len(code)].strip("\n").splitlines()
+        while body and not body[-1].strip():
+            body.pop()
+        old = lines[a - 1:b]
+        if difflib.SequenceMatcher(None, "\n".join(l.strip() for l in old),
+                                   "\n".join(l.strip() for l in body)).ratio() < _SEGMENT_SIMILAR:
+            raise EditError("not_applied", f"the code under '# {h['file']}, lines {a}-{b}' does not resemble "
+                            "those lines of the file")
+        first_old = next((l for l in old if l.strip()), "")
+        first_new = next((l for l in body if l.strip()), "")
+        body = _reindent(body, len(_indent(first_new)), _indent(first_old))
+        if any(a <= eb and ea <= b for ea, eb, _ in edits):
+            raise EditError("not_applied", f"the segments for lines {a}-{b} overlap another segment")
+        edits.append((a, b, body))
+    for a, b, body in sorted(edits, reverse=True):
+        lines[a - 1:b] = body
+    return "\n".join(lines) + "\n", code[:heads[0].start()]
+
+
+def apply_functions(source: str, code: str, filename: str = "experiment.py") -> str:
+    """The "functions" format: structure-anchored segments (if any), then definitions by name."""
+    new, rest = apply_segments(source, code, filename)
+    if rest is code:
+        return apply_definitions(source, code)
+    try:  # code before the first segment header: definitions as well
+        if ast.parse(rest).body:
+            new = apply_definitions(new, rest)
+    except SyntaxError:
+        pass
+    return new
+
+
 def _code_only(code: str) -> str | None:
     """The program without comments, docstrings and formatting (None if it does not parse)."""
     try:
@@ -415,7 +470,7 @@ def apply_edit(source: str, answer: str, edit_format: str, filename: str = "expe
     elif edit_format == "search_replace":
         new = apply_search_replace(source, parse_search_replace(answer))
     elif edit_format == "functions":
-        new = apply_definitions(source, extract_definitions(answer))
+        new = apply_functions(source, extract_definitions(answer), filename)
     else:
         raise ValueError(f"unknown edit format {edit_format!r}")
     if new.strip() == source.strip():

@@ -49,57 +49,73 @@ def evaluate(kept_ids: set[str], papers, labels: dict[str, bool]) -> dict:
 
 
 class Meter:
-    """Wraps the LLM client to record llama.cpp's per-request timings (compute time without
-    the queue behind other users of the shared server, and the prefix-cache hits)."""
+    """Records llama.cpp's own timings of every request (compute time without the wait behind other
+    users of the shared server, prefix-cache hits) in a file under DAGSTER_HOME, keyed like the
+    LLM's response cache; a variant's cost is the sum over the requests it made, so a re-run whose
+    answers come from the response cache reports the first run's timings."""
 
-    def __init__(self, llm):
-        self.requests: list[dict] = []
+    def __init__(self, llm, path: Path):
+        from resources.llm import ResponseCache, request_key
+
+        self.path, self.keys = path, []
+        self.known: dict = json.loads(path.read_text()) if path.exists() else {}
         client = llm.client()
         create = client.chat.completions.create
+        self._get, self._cls = ResponseCache.get, ResponseCache
+        meter = self
+
+        def get(cache, key):   # every request the ranking makes is first looked up in the cache
+            meter.keys.append(key)
+            return meter._get(cache, key)
 
         def timed(**kw):
+            key = request_key(kw)
+            if key not in meter.keys:   # a retry (the conversation grew): count it too
+                meter.keys.append(key)
+            t0 = time.monotonic()
             resp = create(**kw)
             t = (resp.model_extra or {}).get("timings") or {}
-            self.requests.append({"prompt_n": t.get("prompt_n", 0), "cache_n": t.get("cache_n", 0),
-                                  "predicted_n": t.get("predicted_n", 0),
-                                  "compute_s": (t.get("prompt_ms", 0) + t.get("predicted_ms", 0)) / 1000})
+            u = resp.usage
+            meter.known[key] = {
+                "prompt_tokens": u.prompt_tokens if u else 0, "completion_tokens": u.completion_tokens if u else 0,
+                "prompt_evaluated": t.get("prompt_n", 0), "prompt_cached": t.get("cache_n", 0),
+                "server_s": round((t.get("prompt_ms", 0) + t.get("predicted_ms", 0)) / 1000, 2),
+                "wall_s": round(time.monotonic() - t0, 2)}
+            meter.path.write_text(json.dumps(meter.known))
             return resp
 
+        ResponseCache.get = get
+        self._client, self._create = client, create
         client.chat.completions.create = timed
 
+    def close(self) -> dict:
+        """Undo the wrapping; the summed cost of this variant's requests."""
+        self._cls.get = self._get
+        self._client.chat.completions.create = self._create
+        rows = [self.known[k] for k in dict.fromkeys(self.keys) if k in self.known]
+        out = {f: round(sum(r[f] for r in rows), 2) for f in
+               ("prompt_tokens", "completion_tokens", "prompt_evaluated", "prompt_cached", "server_s", "wall_s")}
+        return {"requests": len(dict.fromkeys(self.keys)), "timed": len(rows), **out}
 
-def run_variant(name: str, mode: str, batch: int, brief, papers, llm, embedder, store: dict) -> dict:
-    key = f"{name}@{len(papers)}"
+
+def run_variant(name: str, mode: str, batch: int, relevance_batch: int, brief, papers, llm, embedder) -> dict:
     from assets.papers import rank_papers
 
-    meter = Meter(llm)
+    meter = Meter(llm, Path(os.environ["DAGSTER_HOME"]) / "ranking_request_timings.json")
     n0 = len(llm.calls())
     t0 = time.monotonic()
-    scores = rank_papers(brief, papers, llm, mode=mode, embedder=embedder, batch=batch,
-                         on_done=lambda n: print(".", end="", flush=True))
-    wall = time.monotonic() - t0
+    try:
+        scores = rank_papers(brief, papers, llm, mode=mode, embedder=embedder, batch=batch,
+                             relevance_batch=relevance_batch, on_done=lambda n: print(".", end="", flush=True))
+    finally:
+        usage = meter.close()
     calls = llm.calls()[n0:]
-    print(f" {name}: {wall:.0f}s, {len(calls)} calls ({sum(c.cached for c in calls)} cached)")
-    usage = {"requests": len(calls), "prompt_tokens": sum(c.prompt_tokens for c in calls),
-             "completion_tokens": sum(c.completion_tokens for c in calls), "wall_s": round(wall, 1),
-             "server_s": round(sum(r["compute_s"] for r in meter.requests), 1),
-             "prompt_evaluated": sum(r["prompt_n"] for r in meter.requests),
-             "prompt_cached": sum(r["cache_n"] for r in meter.requests),
-             "first30_server_s": None, "per_request": meter.requests}
-    if meter.requests and not any(c.cached for c in calls):   # an uncached run: remember its timings
-        # the requests that ranked the first 30 papers: each pass asks ceil(n / batch) requests in
-        # order (the attribute mode makes two passes; a retried answer would shift this slightly)
-        per = 1 if mode == "judged" else batch
-        per_pass, first = -(-len(papers) // per), -(-min(30, len(papers)) // per)
-        idx = [i * per_pass + j for i in range(2 if mode == "attributes" else 1) for j in range(first)]
-        usage["first30_server_s"] = round(sum(meter.requests[i]["compute_s"] for i in idx
-                                              if i < len(meter.requests)), 1)
-        store[key] = usage
-    elif key in store:   # answers came from the cache: report the first run's timings
-        usage = store[key]
-    (Path(os.environ["DAGSTER_HOME"]) / f"ranking_{name.replace(':', '_')}.jsonl").write_text(
+    print(f" {name}: {time.monotonic() - t0:.0f}s, {len(calls)} calls ({sum(c.cached for c in calls)} from the "
+          f"response cache); {usage}")
+    (Path(os.environ["DAGSTER_HOME"]) / f"ranking_{name.replace(':', '_').replace('@', '_')}.jsonl").write_text(
         "".join(s.model_dump_json() + "\n" for s in scores))
-    return {"name": name, "mode": mode, "batch": batch, "scores": scores, "usage": usage, "papers": papers}
+    return {"name": name, "mode": mode, "batch": batch, "relevance_batch": relevance_batch, "scores": scores,
+            "usage": usage, "papers": papers}
 
 
 def offline_rows(attr_scores, papers, labels) -> list[tuple[str, dict]]:
@@ -118,16 +134,27 @@ def offline_rows(attr_scores, papers, labels) -> list[tuple[str, dict]]:
     return [(label, evaluate(kept, papers, labels)) for label, kept in rows]
 
 
-def fmt_row(label: str, e: dict, extra: str = "") -> str:
+def fmt_row(label: str, e: dict) -> str:
     return (f"| {label} | {e['kept']} | {e['tp']} | {e['fp']} | {e['precision']:.2f} | {e['recall']:.2f} | "
-            + " | ".join(str(e[w]) for w in DISTRACTORS) + f" |{extra}")
+            + " | ".join(str(e[w]) for w in DISTRACTORS) + " |")
+
+
+def describe(r: dict) -> str:
+    if r["mode"] == "judged":
+        return "judged (the LLM grades input/output agreement itself), 1 paper per request"
+    if r["mode"] == "naive":
+        return f"naive (relevance only), {r['relevance_batch']} per request"
+    return f"attributes, relevance {r['relevance_batch']} + attributes {r['batch']} per request"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--k", type=int, default=50, help="papers retrieved and ranked")
-    ap.add_argument("--variants", default="attributes:5,naive:5,attributes:1:15,judged:1",
-                    help="mode:batch[:n], comma-separated; n: rank only the first n papers")
+    ap.add_argument("--variants", default="attributes:5,attributes:5:5,naive:1,naive:5,attributes:1@15,judged:1,"
+                    "attributes:5@30",
+                    help="mode:batch[:relevance_batch][@n], comma-separated: papers per request of the "
+                         "attribute pass (naive: of the relevance pass), of the relevance pass (default 1), "
+                         "only the first n papers")
     ap.add_argument("--no-write", action="store_true", help="print, do not write bench/RESULTS.md")
     args = ap.parse_args(argv)
 
@@ -146,44 +173,44 @@ def main(argv=None) -> int:
     n_rel = sum(labels[p.paper_id] for p in papers)
     print(f"query {brief.search_query!r}: {len(papers)} papers, {n_rel} labelled relevant")
 
-    timings_file = Path(os.environ["DAGSTER_HOME"]) / "ranking_timings.json"
-    store = json.loads(timings_file.read_text()) if timings_file.exists() else {}
     results = []
-    for v in args.variants.split(","):   # mode:batch[:n] -- n: only the first n papers
-        mode, batch, *n = v.split(":")
-        results.append(run_variant(v, mode, int(batch), brief, papers[:int(n[0])] if n else papers, llm, embedder,
-                                   store))
-        timings_file.write_text(json.dumps(store, indent=1))
+    for v in args.variants.split(","):
+        spec, _, n = v.partition("@")
+        mode, batch, *rb = spec.split(":")
+        rb = int(rb[0]) if rb else (int(batch) if mode == "naive" else 1)
+        results.append(run_variant(v, mode, int(batch), rb, brief, papers[:int(n)] if n else papers, llm,
+                                   embedder))
 
     head = ("| ranking | kept | relevant kept | off-topic kept | precision | recall | "
             + " | ".join(f"kept mentioning {w}" for w in DISTRACTORS) + " |")
     sep = "|---" * (6 + len(DISTRACTORS)) + "|"
     everything = evaluate({p.paper_id for p in papers}, papers, labels)
     lines = [head, sep, fmt_row(f"keep all {len(papers)} retrieved (no ranking)", everything)]
-    full = {(r["mode"], r["batch"]): r for r in results if len(r["papers"]) == len(papers)}
+    full = [r for r in results if len(r["papers"]) == len(papers)]
     for r in results:
         n = len(r["papers"])
         e = evaluate({s.paper_id for s in r["scores"] if s.kept}, r["papers"], labels)
         failed = sum(s.error is not None for s in r["scores"])
-        label = f"{r['mode']}, {r['batch']} per request" + (f", first {n} papers only" if n < len(papers) else "")
+        label = describe(r) + (f", first {n} papers only" if n < len(papers) else "")
         lines.append(fmt_row(label + (f" ({failed} not judged)" if failed else ""), e))
-        other = next((f for (m, b), f in full.items() if m == r["mode"] and b != r["batch"]), None)
+        other = next((f for f in full if f["mode"] == r["mode"] and f["relevance_batch"] == r["relevance_batch"]
+                      and f["batch"] != r["batch"]), None)
         if n < len(papers) and other:   # the same papers ranked with the other batch size
             mine = {s.paper_id: s for s in other["scores"][:n]}
             e2 = evaluate({i for i, s in mine.items() if s.kept}, r["papers"], labels)
             same = sum(mine[s.paper_id].kept == s.kept for s in r["scores"])
-            lines.append(fmt_row(f"{other['mode']}, {other['batch']} per request, the same {n} papers "
-                                 f"(same keep decision as {r['batch']} per request for {same}/{n})", e2))
-    cost = ["| ranking | requests | prompt tok/paper | of which cached (prefix reuse) | completion tok/paper | "
-            "server s/paper | wall s/paper (shared server) | server s for the first 30 papers |",
-            "|---|---|---|---|---|---|---|---|"]
+            lines.append(fmt_row(f"{describe(other)}, the same {n} papers (same keep decision as "
+                                 f"{r['batch']} per request for {same}/{n})", e2))
+    cost = ["| ranking | papers | requests | prompt tok/paper | of which reused from the prefix cache | "
+            "completion tok/paper | server s/paper | wall s/paper (shared server) | total server s | total wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         u, n = r["usage"], len(r["scores"])
-        cached = f"{u['prompt_cached'] / n:.0f}" if u.get("prompt_cached") is not None else ""
-        cost.append(f"| {r['mode']}, {r['batch']} per request | {u['requests']} | {u['prompt_tokens'] / n:.0f} | {cached} | "
-                    f"{u['completion_tokens'] / n:.1f} | {u['server_s'] / n:.1f} | {u['wall_s'] / n:.1f} | "
-                    f"{u['first30_server_s'] if u.get('first30_server_s') is not None else ''} |")
-    attr = next((r for r in results if r["mode"] == "attributes"), None)
+        note = "" if u["timed"] == u["requests"] else f" ({u['requests'] - u['timed']} requests untimed)"
+        cost.append(f"| {describe(r)}{note} | {n} | {u['requests']} | {u['prompt_tokens'] / n:.0f} | "
+                    f"{u['prompt_cached'] / n:.0f} | {u['completion_tokens'] / n:.1f} | {u['server_s'] / n:.1f} | "
+                    f"{u['wall_s'] / n:.1f} | {u['server_s']:.0f} | {u['wall_s']:.0f} |")
+    attr = next((r for r in full if r["mode"] == "attributes"), None)
     offline = []
     if attr:
         offline = [head, sep] + [fmt_row(label, e) for label, e in offline_rows(attr["scores"], papers, labels)]

@@ -279,3 +279,58 @@ def test_pointcloud_reference_method_fix():
                 return self.head(x)
         '''), "functions").code
     assert out == (REPO_ROOT / "experiments/pointcloud_classification/experiment.py").read_text()
+
+
+# -- answers laid out like the local code structure ("# FILE, lines A-B" segments) ---------
+
+def test_structure_style_segments_replace_their_lines():
+    src = (REPO_ROOT / "bench/broken/pointcloud/missing_attribute.py").read_text()
+    answer = fence('''
+        # experiment.py, lines 36-44 (class PointNet)
+            def __init__(self, n_classes, width=(64, 128, 256)):
+                super().__init__()
+                layers, c_in = [], 3
+                for c in width:  # shared per-point MLP as 1x1 convolutions
+                    layers += [nn.Conv1d(c_in, c, 1, bias=False), nn.BatchNorm1d(c), nn.ReLU()]
+                    c_in = c
+                self.features = nn.Sequential(*layers)
+                self.classifier = nn.Sequential(nn.Linear(c_in, 128, bias=False), nn.BatchNorm1d(128), nn.ReLU(),
+                                                nn.Linear(128, n_classes))
+
+        # experiment.py, lines 46-49 (class PointNet)
+            def forward(self, x):  # x: [B, P, 3]
+                x = self.features(x.transpose(1, 2))  # [B, C, P]
+                x = x.max(dim=2).values               # symmetric max pool over points
+                return self.classifier(x)
+        ''')
+    out = apply_edit(src, answer, "functions").code
+    assert "        self.classifier = nn.Sequential(" in out and "self.head" not in out
+    assert out.count("def forward") == 1 and "# experiment.py" not in out
+    compile(out, "experiment.py", "exec")
+
+
+def test_structure_style_segment_reindented_and_module_window():
+    src = "import os\n\nfor i in range(3):\n    x = i\n    print(x)\nprint('done')\n"
+    answer = "```python\n# experiment.py, lines 3-5\nfor i in range(3):\n    x = i * 2\n    print(x)\n```"
+    assert apply_edit(src, answer, "functions").code == src.replace("x = i\n", "x = i * 2\n")
+    shifted = "```python\n# experiment.py, lines 4-5\nx = i + 1\nprint(x)\n```"  # the model dropped the indent
+    assert "    x = i + 1\n    print(x)\n" in apply_edit(src, shifted, "functions").code
+
+
+@pytest.mark.parametrize("header,message", [
+    ("# util.py, lines 3-5", "only experiment.py can be edited"),
+    ("# experiment.py, lines 30-40", "has no lines 30-40"),
+    ("# experiment.py, lines 1-2", "does not resemble"),
+])
+def test_structure_style_segments_that_cannot_apply(header, message):
+    src = "import os\n\nfor i in range(3):\n    x = i\n    print(x)\nprint('done')\n"
+    answer = f"```python\n{header}\nfor i in range(3):\n    x = i * 2\n    print(x)\n```"
+    with pytest.raises(EditError) as e:
+        apply_edit(src, answer, "functions")
+    assert e.value.status == "not_applied" and message in str(e.value)
+
+
+def test_definitions_before_the_first_segment_apply_too():
+    src = "import os\n\nLR = 1\n\nfor i in range(3):\n    x = i\n"
+    answer = "```python\nLR = 2\n\n# experiment.py, lines 5-6\nfor i in range(3):\n    x = i + LR\n```"
+    assert apply_edit(src, answer, "functions").code == "import os\n\nLR = 2\n\nfor i in range(3):\n    x = i + LR\n"
