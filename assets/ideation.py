@@ -43,6 +43,7 @@ class History:
     tried: list[str] = field(default_factory=list)      # "name: title (verdict)"
     ids: dict[str, str] = field(default_factory=dict)   # earlier idea name -> idea_id
     feedback: list[Feedback] = field(default_factory=list)
+    analysis: str = ""  # the latest earlier round's LLM analysis (what worked and why)
 
     @property
     def effective(self) -> list[Feedback]:
@@ -65,6 +66,7 @@ def read_history(store: Store, topic: str, before_round: str) -> History:
             for f in from_frame(fb, Feedback):
                 h.feedback.append(f)
                 verdicts[f.idea_id] = f.verdict
+                h.analysis = f.round_analysis or h.analysis  # rounds come in order: the last one wins
         for i in from_frame(fi, FilteredIdea):
             h.names.add(i.name)
             h.ids[i.name] = i.idea_id
@@ -118,13 +120,13 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     n0 = len(llm.calls())
     taken = set(history.names)
     errors = {}
-    res = llm.complete(idea_prompts.generate(*head, refs, history.tried, effective, n),
+    res = llm.complete(idea_prompts.generate(*head, refs, history.tried, effective, n, analysis=history.analysis),
                        stage="ideas", schema=IdeaList, max_tokens=350 * n + 100)
     if not res.ok:
         errors["literature"] = res.error
     items = drafts_to_ideas(res.value.ideas[:n] if res.ok else [], topic, round_key, kept, history, taken=taken)
     if spec.ideation.brainstorm:
-        bs = llm.complete(idea_prompts.brainstorm(*head, history.tried, effective, n),
+        bs = llm.complete(idea_prompts.brainstorm(*head, history.tried, effective, n, analysis=history.analysis),
                           stage="ideas", schema=IdeaList, max_tokens=350 * n + 100)
         if not bs.ok:
             errors["brainstorm"] = bs.error
@@ -145,6 +147,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
         "from_brainstorm": sum(i.source == "brainstorm" for i in items),
         "reads_partitions": dg.MetadataValue.json(history.read),
         "effective_ideas_in_prompt": len(effective), "earlier_ideas_in_prompt": len(history.tried),
+        "analysis_in_prompt": history.analysis,
         "ideas": dg.MetadataValue.md(md_table([i.model_dump() for i in items],
                                               ["name", "source", "title", "summary", "inspired_by_papers",
                                                "builds_on_ideas"])),
@@ -207,7 +210,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, llm: 
 
     def novelty(item: Idea) -> NoveltyOutcome:
         return novelty_check(spec.title, item.title, item.summary,
-                             lambda q, k: literature.search(q, k, embedder), llm,
+                             lambda q, k: literature.search(q, k, embedder, spec), llm,
                              rounds=cfg.novelty_rounds, k=cfg.novelty_papers)
 
     out = filter_ideas(items, bank, embedder.encode, novelty, cfg.independence_threshold,

@@ -182,6 +182,20 @@ def _key(node: ast.stmt, lines: list[str]) -> tuple:
     return (type(node).__name__, " ".join(lines[node.lineno - 1].split()))
 
 
+_SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)
+
+
+def _nested_key(node: ast.stmt, lines: list[str]) -> tuple | None:
+    """What a lone simple statement must share with a statement nested in a block to replace it."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        return _key(node, lines)
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return ("call", ast.unparse(node.value.func))
+    if isinstance(node, ast.Return):
+        return ("return",)
+    return None
+
+
 def _text(node: ast.stmt, lines: list[str]) -> str:
     a, b = _span(node)
     return "\n".join(lines[a:b])
@@ -246,6 +260,27 @@ class _Merge:
             hit = best[2] if best and best[0] >= _SIMILAR else None
         return hit
 
+    def nested(self, node: ast.stmt, src_body: list[ast.stmt], taken: list[tuple[int, int]],
+               used: set[int]) -> ast.stmt | None:
+        """The statement inside a block (a loop, a function) that a lone simple statement
+        replaces: same assignment target or called function, similar text; never inside a
+        top-level statement the answer replaces as a whole."""
+        key = _nested_key(node, self.new)
+        if key is None:
+            return None
+        cands = []
+        for top in src_body:
+            a, b = _span(top)
+            if any(a < tb and ta < b for ta, tb in taken):
+                continue
+            cands += [n for n in ast.walk(top) if n is not top and type(n) is type(node) and id(n) not in used
+                      and _nested_key(n, self.src) == key]
+        best = self._pick(node, cands)
+        if best is None:
+            return None
+        ratio = difflib.SequenceMatcher(None, _text(node, self.new).strip(), _text(best, self.src).strip()).ratio()
+        return best if ratio >= (_SIMILAR if key == ("return",) else _SEGMENT_SIMILAR) else None
+
     def body(self, src_body: list[ast.stmt], new_body: list[ast.stmt], indent: str, *, module: bool,
              end_at: int) -> None:
         """Merge `new_body` into `src_body` (the module, or one class's body)."""
@@ -259,6 +294,14 @@ class _Merge:
             if hit is not None:
                 used.add(id(hit))
             matched.append(hit)
+        if module:  # lone simple statements that match a line inside a loop or a function
+            taken = [_span(s) for s in src_body if id(s) in used]
+            inner: set[int] = set()
+            for i, node in enumerate(new_body):
+                if matched[i] is None and isinstance(node, _SIMPLE) and not _is_placeholder(node) \
+                        and not _is_doc(node) and (hit := self.nested(node, src_body, taken, inner)) is not None:
+                    inner.add(id(hit))
+                    matched[i] = hit
         methods = {}  # a method returned alone at the top level: its class's method of that name
         if module:
             for c in src_body:
@@ -300,17 +343,18 @@ class _Merge:
             prev = next((matched[j] for j in range(i - 1, -1, -1) if matched[j] is not None), None)
             nxt = next((matched[j] for j in range(i + 1, len(matched)) if matched[j] is not None), None)
             if prev is not None:
-                at = _span(prev)[1]
+                at, indent_here = _span(prev)[1], " " * prev.col_offset
             elif nxt is not None:
-                at = _span(nxt)[0]
+                at, indent_here = _span(nxt)[0], " " * nxt.col_offset
             elif not module and src_body:
-                at = _span(src_body[1] if _is_doc(src_body[0]) and len(src_body) > 1 else src_body[0])[0]
+                at, indent_here = _span(src_body[1] if _is_doc(src_body[0]) and len(src_body) > 1
+                                        else src_body[0])[0], indent
             else:
                 line = self.new[node.lineno - 1].strip()
                 raise EditError("not_applied", f"the top-level statement {line[:80]!r} matches nothing in the "
                                 "file: return whole functions or classes, or a whole top-level block "
                                 "starting with its unchanged first line")
-            self.insert(at, self.block(node, indent))
+            self.insert(at, self.block(node, indent_here))
             placed.append((at, node))
         for node in new_defs:
             lines = self.block(node, indent)

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ class Meter:
     def __init__(self, llm, path: Path):
         from resources.llm import ResponseCache, request_key
 
-        self.path, self.keys = path, []
+        self.path, self.keys, self.lock = path, [], threading.Lock()
         self.known: dict = json.loads(path.read_text()) if path.exists() else {}
         client = llm.client()
         create = client.chat.completions.create
@@ -65,23 +66,28 @@ class Meter:
         meter = self
 
         def get(cache, key):   # every request the ranking makes is first looked up in the cache
-            meter.keys.append(key)
+            with meter.lock:
+                meter.keys.append(key)
             return meter._get(cache, key)
 
         def timed(**kw):
             key = request_key(kw)
-            if key not in meter.keys:   # a retry (the conversation grew): count it too
-                meter.keys.append(key)
+            with meter.lock:
+                if key not in meter.keys:   # a retry (the conversation grew): count it too
+                    meter.keys.append(key)
             t0 = time.monotonic()
             resp = create(**kw)
             t = (resp.model_extra or {}).get("timings") or {}
             u = resp.usage
-            meter.known[key] = {
-                "prompt_tokens": u.prompt_tokens if u else 0, "completion_tokens": u.completion_tokens if u else 0,
-                "prompt_evaluated": t.get("prompt_n", 0), "prompt_cached": t.get("cache_n", 0),
-                "server_s": round((t.get("prompt_ms", 0) + t.get("predicted_ms", 0)) / 1000, 2),
-                "wall_s": round(time.monotonic() - t0, 2)}
-            meter.path.write_text(json.dumps(meter.known))
+            with meter.lock:   # remote endpoints run requests in threads
+                meter.known[key] = {
+                    "prompt_tokens": u.prompt_tokens if u else 0, "completion_tokens": u.completion_tokens if u else 0,
+                    "prompt_evaluated": t.get("prompt_n", 0), "prompt_cached": t.get("cache_n", 0),
+                    "server_s": round((t.get("prompt_ms", 0) + t.get("predicted_ms", 0)) / 1000, 2),
+                    "wall_s": round(time.monotonic() - t0, 2)}
+                tmp = meter.path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(meter.known))
+                tmp.replace(meter.path)
             return resp
 
         ResponseCache.get = get

@@ -116,7 +116,7 @@ def test_structure_mode_analyses_then_fixes(script, tmp_path):
     assert "the script's own frames" in fix_prompt and "Traceback (most recent call last)" not in fix_prompt
     assert f"\n    return sum(values) * factr{MARK}" in fix_prompt
     assert "def total(values):" in fix_prompt and ANALYSIS in fix_prompt
-    assert "complete new version of each function" in fix_prompt  # the functions format
+    assert "complete new version of a function" in fix_prompt  # the functions format
     assert "final_info.json" not in fix_prompt  # a plain script: generic rules
     assert "total 12" in res.attempts[-1].stdout_tail and "* factor" in res.final_code
 

@@ -259,8 +259,8 @@ def test_answer_or_file_that_does_not_parse():
 
 
 def test_edit_that_breaks_indentation_elsewhere_is_a_syntax_error():
-    with pytest.raises(EditError) as e:  # replacing a def by a bare `return` cannot compile
-        apply("def make_data(n):\n    return n\nreturn 3\n")
+    with pytest.raises(EditError) as e:  # a `yield` placed at the top level cannot compile
+        apply("def make_data(n):\n    return n\nyield 3\n")
     assert e.value.status in ("not_applied", "syntax_error")
 
 
@@ -334,3 +334,34 @@ def test_definitions_before_the_first_segment_apply_too():
     src = "import os\n\nLR = 1\n\nfor i in range(3):\n    x = i\n"
     answer = "```python\nLR = 2\n\n# experiment.py, lines 5-6\nfor i in range(3):\n    x = i + LR\n```"
     assert apply_edit(src, answer, "functions").code == "import os\n\nLR = 2\n\nfor i in range(3):\n    x = i + LR\n"
+
+
+# -- a lone changed line inside a loop or a function ----------------------------------------
+
+def test_lone_statement_replaces_the_matching_line_inside_a_block():
+    ref = (REPO_ROOT / "experiments/pointcloud_classification/experiment.py").read_text()
+    broken = (REPO_ROOT / "bench/broken/pointcloud/dtype_float_labels.py").read_text()
+    fixed = apply_edit(broken, fence("loss = F.cross_entropy(model(x_train[idx]), y_train[idx])"), "functions").code
+    assert fixed == ref  # re-indented into the inner training loop
+    broken = (REPO_ROOT / "bench/broken/pointcloud/loss_tensor_in_numpy.py").read_text()
+    assert apply_edit(broken, fence("losses.append(loss.item())"), "functions").code == ref  # by the call
+    broken = (REPO_ROOT / "bench/broken/pointcloud/missing_attribute.py").read_text()
+    assert apply_edit(broken, fence("return self.head(x)"), "functions").code == ref  # a similar return
+
+
+def test_lone_statement_inside_a_block_the_answer_replaces_is_not_applied_twice():
+    out = apply('''
+        for epoch in range(EPOCHS):
+            m.step(x, y)
+            print(epoch)
+        m.step(x, y)
+        ''')
+    # the loop is replaced as a whole; the lone line is then a new statement after it (no overlap)
+    assert "for epoch in range(EPOCHS):\n    m.step(x, y)\n    print(epoch)\nm.step(x, y)\n" in out
+    compile(out, "e.py", "exec")
+
+
+def test_lone_statement_unlike_any_line_is_not_applied():
+    with pytest.raises(EditError) as e:
+        apply("totally_new_name = compute_something_else(42)\n")
+    assert e.value.status == "not_applied"

@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -193,7 +194,7 @@ def test_recorded_answers_attribute_mode(home, recorded):
     with ReplayServer(data["exchanges"]) as srv:
         scores = rank_papers(brief, papers, _llm(srv.base_url), mode="attributes", batch=data["batch"])
     assert not srv.unknown, "a request differs from the recording (prompt or schema changed?): re-record"
-    assert srv.requests == 4   # 2 batches x (relevance pass + attribute pass)
+    assert srv.requests == 8 + 2   # relevance one paper per request, attributes 4 per request
     by_id = {s.paper_id: s for s in scores}
     assert [s.paper_id for s in scores] == [p.paper_id for p in papers]
     assert all(s.error is None and s.mode == "attributes" for s in scores)
@@ -217,35 +218,37 @@ def test_recorded_answers_naive_mode_keeps_the_distractors(home, recorded):
     data, brief, papers = recorded
     with ReplayServer(data["exchanges"]) as srv:
         naive = rank_papers(brief, papers, _llm(srv.base_url), mode="naive", batch=data["batch"])
-    assert not srv.unknown and srv.requests == 2
+    assert not srv.unknown and srv.requests == 8
     kept = {s.paper_id for s in naive if s.kept}
     assert all(s.mode == "naive" and s.attribute_match == "n/a" and s.paper_task is None for s in naive)
     assert kept & {"zhou2018voxelnet", "yuan2018pcn", "aoki2019pointnetlk"}, "naive ranking kept no distractor"
 
 
-def test_malformed_batch_falls_back_to_single_papers_and_records_failures(home, recorded):
-    """A batch answer that stays invalid is asked again paper by paper; a paper whose own answer
-    stays invalid is recorded as not judged, with the reason, and the others are scored."""
+def test_malformed_answers_fall_back_to_single_papers_and_are_recorded(home, recorded):
+    """An attribute batch whose answer stays invalid is asked again paper by paper; a paper whose
+    own answer stays invalid is recorded as not judged, with the reason; the others are scored. A
+    paper whose relevance answer stays invalid is not asked for its attributes."""
     data, brief, papers = recorded
-    bad_title = papers[1].title
+    bad_attr, bad_rel = papers[1].title, papers[2].title
+    one = {"PaperRelevanceBatch": {"relevance": "same_task"},
+           "PaperAttributesBatch": {"task": "shape classification", "input": "point cloud", "output": "class label"}}
 
     def fallback(name, messages):
         user = messages[1]["content"]   # the papers (a retry appends the error after them)
-        if bad_title in user:
+        if (bad_attr in user and name == "PaperAttributesBatch") or (bad_rel in user and name == "PaperRelevanceBatch"):
             return '{"papers": [{"task": "oops"'   # truncated JSON, every time
-        one = {"PaperRelevanceBatch": {"relevance": "same_task"},
-               "PaperAttributesBatch": {"task": "shape classification", "input": "point cloud",
-                                        "output": "class label"}}[name]
-        return json.dumps({"papers": [one] * user.count("\nPaper ") + [one] * user.startswith("Paper ")})
+        return json.dumps({"papers": [one[name]] * len(re.findall(r"^Paper \d+: ", user, re.M))})
 
     with ReplayServer(fallback=fallback) as srv:
         scores = rank_papers(brief, papers[:4], _llm(srv.base_url), mode="attributes", batch=4)
-    bad = scores[1]
-    assert bad.error and "invalid answer" in bad.error and not bad.kept and bad.score == 1
-    assert bad.relevance == "unknown" and bad.reason.startswith("not judged: invalid answer")
-    assert all(s.error is None and s.kept for i, s in enumerate(scores) if i != 1)
-    # 1 batch x 2 tries, then 4 single papers (the bad one twice) -- in the relevance pass only
-    assert srv.requests == 2 + 3 + 2 + 1
+    for i in (1, 2):
+        s = scores[i]
+        assert s.error and "invalid answer" in s.error and not s.kept and s.score == 1
+        assert s.relevance == "unknown" and s.reason.startswith("not judged: invalid answer")
+    assert all(s.error is None and s.kept for i, s in enumerate(scores) if i not in (1, 2))
+    # relevance: 3 papers once, the bad one twice (1 retry); attributes: the batch of the 3 papers
+    # with a relevance twice, then each alone (the bad one twice)
+    assert srv.requests == (3 + 2) + (2 + 2 + 2)
 
 
 def test_unknown_mode_is_refused(recorded):

@@ -92,6 +92,8 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     assert res2.success
     ideas_mat = instance.get_latest_materialization_event(dg.AssetKey("ideas"))
     assert "r1|toy_classification" in str(ideas_mat.asset_materialization.metadata["reads_partitions"].value)
+    # round 1's analysis is fed forward into round 2's idea prompt
+    assert ideas_mat.asset_materialization.metadata["analysis_in_prompt"].value.startswith("Worked: Longer training")
     fi = from_frame(store.read("filtered_ideas", TOPIC, "r2"), FilteredIdea)
     neg = next(i for i in fi if i.name.startswith("negative_step"))
     assert neg.nearest_bank_idea == f"{TOPIC}/r1/negative_step_r1" and neg.max_similarity > 0.8

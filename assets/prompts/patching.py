@@ -27,15 +27,14 @@ RULES = ("Keep the command-line arguments, the data loading, the evaluation and 
          "final_info.json working exactly as they are. Keep the training time similar.")
 
 
-FUNCTIONS_EXAMPLE = '''Example (for another file). To fix the input size of a layer and the optimizer line:
+FUNCTIONS_EXAMPLE = '''Example (for another file). To fix the loss line inside the training loop and the
+model's forward method:
 ```python
-class Net(nn.Module):
-    def __init__(self, n_classes):
-        super().__init__()
-        self.body = nn.Linear(64, 128)
-        self.head = nn.Linear(128, n_classes)
+loss = F.mse_loss(net(xb).squeeze(1), yb.float())
 
-optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+class Net(nn.Module):
+    def forward(self, x):
+        return self.head(self.body(x).flatten(1))
 ```'''
 
 MODES = ("structure", "traceback", "error")
@@ -46,11 +45,10 @@ def format_instructions(edit_format: str, filename: str) -> str:
         return (f"Return the complete new {filename} in one ```python code block, "
                 "with every line of the file, and nothing else.")
     if edit_format == "functions":
-        return ("Return in one ```python code block only the code you change: the complete new version "
-                "of each function or class you change (every line of it; in a class, the changed methods "
-                "are enough), any import you add, and for code outside functions the whole top-level "
-                "statement you change (for example one assignment line, or a whole `for` loop). "
-                "Do not repeat unchanged code.\n" + FUNCTIONS_EXAMPLE)
+        return ("Return in one ```python code block only the code you change, each piece complete: "
+                "a changed line (a whole statement) on its own, even if it sits inside a loop, or the "
+                "complete new version of a function or class (in a class, the changed methods are "
+                "enough), and any import you add. Do not repeat unchanged code.\n" + FUNCTIONS_EXAMPLE)
     return ("Return only SEARCH/REPLACE blocks. Each SEARCH part must copy lines exactly from the "
             "file; the REPLACE part holds the new lines.\n" + SR_EXAMPLE)
 
