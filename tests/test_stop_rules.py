@@ -80,5 +80,7 @@ def test_weekly_refresh_expires_old_literature_answers(home):
     assert res.success and res.output_for_node("expire_literature_cache") == 1
     assert not old.exists() and cache.get("b" * 64) == {"body": "new"}
 
-    schedule = defs.get_schedule_def("weekly_literature_refresh")
+    from pipelines.schedules import literature_refresh_schedule as schedule
+
+    assert schedule in defs.schedules
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING and schedule.cron_schedule == "0 3 * * 1"
