@@ -56,5 +56,11 @@ bench: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) bench/run_bench.py
 
+# one benchmark: make bench-ranking | bench-filtering | bench-independence | bench-repair |
+# bench-parallel | bench-topics (each rewrites its own section of bench/RESULTS.md)
+bench-%: setup
+	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
+	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) bench/$*_bench.py
+
 clean-runtime:
 	find dagster_home -mindepth 1 -maxdepth 1 ! -name dagster.yaml ! -name README.md -exec rm -rf {} +

@@ -148,7 +148,15 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
         a.analysis = (res.text or "").strip()[:1500] if res.ok else ""
 
     def parse(text: str, src: str = current):
-        edit = apply_edit(src, text.replace(MARK, ""), fmt, target.code_file)  # markers copied from the prompt
+        try:
+            edit = apply_edit(src, text.replace(MARK, ""), fmt, target.code_file)  # markers copied from the prompt
+        except EditError as e:
+            if e.status != "no_op":
+                raise
+            # the small model often returns the faulty line itself: say what that means
+            raise EditError("no_op", "the code you returned is already in the file, unchanged, so running it "
+                            f"fails again with: {(a.error or '')[:200]}. Return it changed so that this error "
+                            "cannot happen") from None
         if honesty and (problems := honesty_problems(reference, edit.code, target.metric)):
             raise EditError("dishonest", "the fix " + "; ".join(problems) + ": fix the error instead")
         return edit

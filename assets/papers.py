@@ -66,13 +66,15 @@ def ask_in_batches(system: str, papers: list[Paper], item, llm: LLM, batch: int,
     per_paper = 80 if item is PaperAttributes else 20
 
     def ask(chunk: list[Paper]) -> list:
+        # one paper: the item itself, without the list around it (the small model pretty-prints
+        # JSON, so the wrapper alone costs ~18 decoded tokens)
         res = llm.complete(prompts.judge_batch(system, [(p.title, p.abstract[:ABSTRACT_CHARS]) for p in chunk]),
-                           stage="paper_rankings", schema=paper_batch(item, len(chunk)),
+                           stage="paper_rankings", schema=paper_batch(item, len(chunk)) if len(chunk) > 1 else item,
                            max_tokens=30 + per_paper * len(chunk))
         if res.ok:
             if on_done:
                 on_done(len(chunk))
-            return list(res.value.papers)
+            return list(res.value.papers) if len(chunk) > 1 else [res.value]
         if len(chunk) > 1:
             return [a for p in chunk for a in ask([p])]
         if on_done:

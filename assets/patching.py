@@ -3,10 +3,12 @@
 - "whole": the model returns the complete new file in one fenced code block;
 - "search_replace": the model returns SEARCH/REPLACE blocks; each SEARCH text must match the
   file exactly, or else line by line ignoring surrounding whitespace;
-- "functions": the model returns only the complete definitions it changes (functions, classes,
-  methods, or a whole top-level statement such as the training loop) plus any imports; they
-  are applied by name with `ast` (see `apply_definitions`). A fraction of a whole file's
-  output tokens, which is what a repair costs on a slow local model.
+- "functions": the model returns only the code it changes, each piece complete (a changed
+  statement, even one inside a loop; a function, class or method; imports), applied by name
+  and by statement with `ast` (see `apply_definitions`); answers laid out like the debugging
+  prompt's local code structure ("# FILE, lines A-B" segments) apply by those line numbers
+  (`apply_segments`). A fraction of a whole file's output tokens, which is what a repair costs
+  on a slow local model.
 Errors raise `EditError` whose message starts with the status the patch gets if every
 retry fails: "not_applied", "no_op", "syntax_error" (or "dishonest", raised by the repair
 loop's honesty check, see assets/honesty.py)."""
@@ -394,8 +396,11 @@ def apply_definitions(source: str, code: str) -> str:
     - imports are added after the file's imports, or replace the import binding the same name
       (or from the same module);
     - other top-level statements replace the one with the same target (assignments) or the
-      same first line (loops, `with`, `if` blocks; or a similar one of the same kind), and a
-      new statement goes next to its neighbour in the answer that matched;
+      same first line (loops, `with`, `if` blocks; or a similar one of the same kind);
+    - a lone simple statement that matches no top-level one replaces the similar statement
+      with the same assignment target / called function inside a loop or a function (the
+      small model likes to return just the changed line); otherwise it is new and goes next to
+      its neighbour in the answer that matched;
     - a body of only `...`/`pass` means "unchanged". Nothing is deleted."""
     try:
         new_tree = ast.parse(code)

@@ -76,6 +76,8 @@ class Script:
                                "reason": "matches" if same else "different task"})
         if name in ("PaperRelevanceBatch", "PaperAttributesBatch"):  # batched ranking: one item per paper
             return json.dumps({"papers": [ranking_item(name, t) for t in re.findall(r"^Paper \d+: (.*)$", user, re.M)]})
+        if name in ("PaperRelevance", "PaperAttributes"):  # ranking, one paper per request
+            return json.dumps(ranking_item(name + "Batch", re.search(r"^Paper 1: (.*)$", user, re.M).group(1)))
         if name == "IdeaList" and "brainstorm" in user:
             return json.dumps({"ideas": brainstorm_ideas(user)})
         if name == "IdeaList":

@@ -312,3 +312,10 @@ def test_debug_cli_refuses_without_a_sandbox_unless_opted_out(script, tmp_path):
 def test_debug_cli_bad_input(tmp_path):
     r = _debug(str(tmp_path / "missing.py"), "--json", env=_env(tmp_path))
     assert r.returncode == 2 and "no such file" in json.loads(r.stdout)["error"]
+
+
+def test_returning_the_faulty_line_unchanged_is_a_no_op_that_says_why(script, tmp_path):
+    unchanged = "```python\ndef scale(values, factor):\n    return sum(values) * factr\n```"
+    res = repair_loop(script, FakeLLM(fix=unchanged), tmp_path, mode="traceback")
+    a = res.attempts[0]
+    assert a.fix_status == "no_op" and "fails again with: NameError: name 'factr'" in a.fix_error

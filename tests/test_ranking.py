@@ -230,14 +230,17 @@ def test_malformed_answers_fall_back_to_single_papers_and_are_recorded(home, rec
     paper whose relevance answer stays invalid is not asked for its attributes."""
     data, brief, papers = recorded
     bad_attr, bad_rel = papers[1].title, papers[2].title
-    one = {"PaperRelevanceBatch": {"relevance": "same_task"},
-           "PaperAttributesBatch": {"task": "shape classification", "input": "point cloud", "output": "class label"}}
+    one = {"PaperRelevance": {"relevance": "same_task"},
+           "PaperAttributes": {"task": "shape classification", "input": "point cloud", "output": "class label"}}
 
-    def fallback(name, messages):
+    def fallback(name, messages):   # one paper: the item; several: {"papers": [items]}
         user = messages[1]["content"]   # the papers (a retry appends the error after them)
-        if (bad_attr in user and name == "PaperAttributesBatch") or (bad_rel in user and name == "PaperRelevanceBatch"):
+        item = name.removesuffix("Batch")
+        if (bad_attr in user and item == "PaperAttributes") or (bad_rel in user and item == "PaperRelevance"):
             return '{"papers": [{"task": "oops"'   # truncated JSON, every time
-        return json.dumps({"papers": [one[name]] * len(re.findall(r"^Paper \d+: ", user, re.M))})
+        if item == name:
+            return json.dumps(one[item])
+        return json.dumps({"papers": [one[item]] * len(re.findall(r"^Paper \d+: ", user, re.M))})
 
     with ReplayServer(fallback=fallback) as srv:
         scores = rank_papers(brief, papers[:4], _llm(srv.base_url), mode="attributes", batch=4)
@@ -268,7 +271,8 @@ def test_remote_calls_run_concurrently_with_a_bound(home, recorded):
             for i in range(7) for p in papers][:50]   # distinct requests: no cache hit between them
 
     def answer(name, messages):
-        return json.dumps({"papers": [{"relevance": "same_task"}]})
+        assert name == "PaperRelevance"   # one paper per request: the item itself
+        return json.dumps({"relevance": "same_task"})
 
     with ReplayServer(delay_s=0.3, fallback=answer) as srv:
         t0 = time.monotonic()
@@ -276,7 +280,7 @@ def test_remote_calls_run_concurrently_with_a_bound(home, recorded):
         took = time.monotonic() - t0
     assert len(scores) == 50 and all(s.kept for s in scores)
     assert srv.requests == 50 and srv.max_in_flight == 8
-    assert 50 / 8 * 0.3 <= took < 50 * 0.3 / 3, took   # ~1.9 s ideal; far from the 15 s of one at a time
+    assert 7 * 0.3 <= took < 50 * 0.3 / 2, took   # ceil(50 / 8) rounds of 0.3 s = 2.1 s, not 15 s
 
 
 # -- researchloop rank ---------------------------------------------------------------------------
