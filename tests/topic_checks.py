@@ -18,6 +18,16 @@ _OK, _WHY = sandbox_available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"sandbox unavailable: {_WHY}")
 
 
+def load_module(topic_name: str, filename: str):
+    """A helper module of a topic folder (e.g. its data loader), imported from its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(filename).stem, EXPERIMENTS / topic_name / filename)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def topic(name: str) -> TopicSpec:
     return load_topic(EXPERIMENTS / name)
 
