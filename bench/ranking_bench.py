@@ -32,6 +32,7 @@ from bench.common import machine, today, write_section  # noqa: E402
 TOPIC = "pointcloud_classification"
 LABELS = ROOT / "bench" / "labels" / "pointcloud_relevance.jsonl"
 DISTRACTORS = ("detection", "completion", "segmentation", "registration")   # DOLPHIN Table 3 style
+PROMPT_TOK_S, DECODE_TOK_S = 50, 10   # the local model on an idle 2-core machine (the speed section above)
 
 
 def load_labels(path: Path = LABELS) -> dict[str, bool]:
@@ -208,18 +209,39 @@ def main(argv=None) -> int:
             lines.append(fmt_row(f"{describe(other)}, the same {n} papers (same keep decision as "
                                  f"{r['batch']} per request for {same}/{n})", e2))
     cost = ["| ranking | papers | requests | prompt tok/paper | of which reused from the prefix cache | "
-            "completion tok/paper | server s/paper | wall s/paper (shared server) | total server s | total wall s |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "completion tok/paper | server s/paper | wall s/paper (shared server) | total server s | total wall s | "
+            f"estimate s/paper at {PROMPT_TOK_S}/{DECODE_TOK_S} tok/s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         u, n = r["usage"], len(r["scores"])
         note = "" if u["timed"] == u["requests"] else f" ({u['requests'] - u['timed']} requests untimed)"
         cost.append(f"| {describe(r)}{note} | {n} | {u['requests']} | {u['prompt_tokens'] / n:.0f} | "
                     f"{u['prompt_cached'] / n:.0f} | {u['completion_tokens'] / n:.1f} | {u['server_s'] / n:.1f} | "
-                    f"{u['wall_s'] / n:.1f} | {u['server_s']:.0f} | {u['wall_s']:.0f} |")
+                    f"{u['wall_s'] / n:.1f} | {u['server_s']:.0f} | {u['wall_s']:.0f} | "
+                    f"{(u['prompt_evaluated'] / PROMPT_TOK_S + u['completion_tokens'] / DECODE_TOK_S) / n:.1f} |")
     attr = next((r for r in full if r["mode"] == "attributes"), None)
     offline = []
     if attr:
         offline = [head, sep] + [fmt_row(label, e) for label, e in offline_rows(attr["scores"], papers, labels)]
+    findings = []
+    if attr:
+        e = evaluate({s.paper_id for s in attr["scores"] if s.kept}, papers, labels)
+        met = e["precision"] >= 0.8 and e["recall"] >= 0.6
+        findings.append(f"- Goal with the local model, precision >= 0.8 at recall >= 0.6, with the default ranking "
+                        f"({describe(attr)}): **{'met' if met else 'not met'}** (precision {e['precision']:.2f}, "
+                        f"recall {e['recall']:.2f}).")
+    rel = {r["relevance_batch"]: {s.paper_id: s.relevance for s in r["scores"] if s.error is None}
+           for r in full if r["mode"] == "naive"}
+    if 1 in rel and any(b > 1 for b in rel):
+        b = max(rel)
+        both = rel[1].keys() & rel[b].keys()
+        diff = sum(rel[1][i] != rel[b][i] for i in both)
+        findings.append(f"- The relevance category asked {b} papers per request differs from the one asked alone "
+                        f"for {diff}/{len(both)} papers; 1 per request: "
+                        + ", ".join(f"{c} {list(rel[1].values()).count(c)}" for c in dict.fromkeys(rel[1].values()))
+                        + f"; {b} per request: "
+                        + ", ".join(f"{c} {list(rel[b].values()).count(c)}" for c in dict.fromkeys(rel[b].values()))
+                        + ".")
     body = "\n".join([
         "## Paper ranking: naive vs task-attribute (bench/ranking_bench.py)",
         "",
@@ -231,8 +253,13 @@ def main(argv=None) -> int:
         "",
         *lines,
         "",
-        "Cost per paper (server s: llama.cpp's own prompt + decode time, without waiting for other users "
-        "of the shared server; wall s includes that wait):",
+        *findings,
+        "",
+        "Cost per paper. Server s: llama.cpp's own prompt + decode time, without the wait behind other users "
+        "of the shared server (wall s includes that wait); both depend on the CPU load other work put on the "
+        "2 cores while a variant ran (decode speed varied between 1.5 and 12 tok/s during these runs), so "
+        "compare variants by their tokens, or by the estimate from the tokens evaluated (prompt tokens not "
+        "reused from the prefix cache, plus completion tokens) at the idle speed:",
         "",
         *cost,
         "",
