@@ -157,7 +157,7 @@ def describe(r: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--k", type=int, default=50, help="papers retrieved and ranked")
-    ap.add_argument("--variants", default="attributes:5,attributes:5:5,naive:1,naive:5,attributes:1@15,judged:1,"
+    ap.add_argument("--variants", default="attributes:5,attributes:5:5,naive:1,naive:5,attributes:1@15,judged:1@20,"
                     "attributes:5@30",
                     help="mode:batch[:relevance_batch][@n], comma-separated: papers per request of the "
                          "attribute pass (naive: of the relevance pass), of the relevance pass (default 1), "
