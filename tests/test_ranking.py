@@ -37,7 +37,7 @@ def test_parts_split_lists_of_tasks_and_outputs():
                                                         "per-point labels"]
     assert parts("shape classification, part segmentation and normal estimation")[1:] == [
         "shape classification", "part segmentation", "normal estimation"]
-    assert parts("  3D  boxes (with classes). ") == ["3D boxes (with classes).", "3D boxes", "with classes"]
+    assert parts("  3D  boxes (with classes). ") == ["3D boxes (with classes).", "3D boxes", "classes"]
     assert parts("") == [""]
 
 
@@ -73,6 +73,23 @@ def test_grades_and_label():
     levels = agreement({"task": 0.7, "input": 0.45, "output": 0.1})
     assert levels == {"task": "match", "input": "partial", "output": "differs"}
     assert agreement_label(levels) == "task match, input partial, output differs"
+    assert agreement({"task": 0.7, "input": 0.2, "output": 0.9})["input"] == "foreign"
+    assert agreement({"task": 0.7, "input": 0.3, "output": 0.9})["input"] == "differs"
+
+
+def test_a_foreign_input_is_never_kept():
+    """A 2D image classifier has our task name and output but another kind of data."""
+    for rel in ATTRIBUTE_RELEVANCE_POINTS:
+        levels = {"task": "match", "input": "foreign", "output": "match"}
+        assert score_attributes(rel, levels) < KEEP_AT
+    assert is_kept(score_attributes("same_task", {"task": "match", "input": "differs", "output": "match"}))
+
+
+def test_parts_split_at_prepositions_and_drop_fillers():
+    ps = parts("unordered point clouds sampled on the surface of one of 12 generated shapes")
+    assert "unordered point clouds" in ps and "surface" in ps and "12 generated shapes" in ps
+    assert not {"one", "the surface", ""} & set(ps)
+    assert "detection" in parts("image classification, also used for detection")
 
 
 @pytest.mark.parametrize("rel,levels", list(itertools.product(
