@@ -134,9 +134,10 @@ def error_report(a: Attempt, mode: str) -> str:
 
 
 def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, mode: str, edit_format: str,
-           title: str = "", honesty: bool = True) -> str | None:
+           title: str = "", honesty: bool = True, item: str | None = None) -> str | None:
     """Ask the LLM to fix the failure recorded in `a`; fills a.analysis, a.fix_status,
     a.fix_diff, a.fix_error. Returns the repaired code, or None when no usable fix came back.
+    `item`: the idea the LLM calls are accounted to.
     A fix must apply in `edit_format` (a file that does not parse is rewritten whole) and,
     with `honesty`, keep what `reference` (the code the loop started from) trains, evaluates
     and writes."""
@@ -144,7 +145,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     fmt = edit_format if check_compiles(current, target.code_file) is None else "whole"
     if mode == "structure" and not a.timed_out:
         res = llm.complete(prompts.analyse(current, target.code_file, error, a.local_structure, title),
-                           stage="debug_analysis", max_tokens=ANALYSIS_TOKENS, max_retries=0)
+                           stage="debug_analysis", max_tokens=ANALYSIS_TOKENS, max_retries=0, item=item)
         a.analysis = (res.text or "").strip()[:1500] if res.ok else ""
 
     def parse(text: str, src: str = current):
@@ -164,7 +165,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     res = llm.complete(
         prompts.fix(current, target.code_file, fmt, error, a.local_structure, title, mode=mode,
                     analysis=a.analysis, generic=target.metric is None),
-        stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900), max_retries=WHOLE_FILE_RETRIES)
+        stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900), max_retries=WHOLE_FILE_RETRIES, item=item)
     if not res.ok:
         a.fix_status, a.fix_error = status_of(res.error), res.error
         return None
@@ -207,7 +208,7 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
             notify(a)
             break
         fixed = repair(a, current, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
-                       honesty=honesty)
+                       honesty=honesty, item=idea_id)
         notify(a)
         if fixed is None:
             reason = f"{a.error}; the repair failed: {a.fix_error}"

@@ -10,7 +10,7 @@ from assets.checks import E, expectation_check
 from assets.partitions import multi_key, round_asset, round_key_of
 from assets.plots import progress_png
 from assets.prompts import feedback as feedback_prompts
-from assets.report import md_table, round_usage, usage_metadata
+from assets.report import Usage, md_table, round_llm_use, round_usage, share_usage, usage_metadata
 from assets.topic import topic_spec
 from assets.verdicts import judge
 from resources.llm import LLM
@@ -51,6 +51,21 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
                             reason=reason, metric_value=value, baseline_value=baseline,
                             delta=None if value is None else round(value - baseline, 6),
                             effective=verdict == "improvement"))
+    return out
+
+
+def with_usage(rows: list[Feedback], total: Usage, by_idea: dict[str, Usage]) -> list[Feedback]:
+    """Each verdict with its idea's own LLM use (`by_idea`) and an even share of the rest of the
+    round's `total` (see assets/report.py share_usage): own + shared over all rows = total."""
+    shares = share_usage(total, by_idea, [r.idea_id for r in rows])
+    out = []
+    for r in rows:
+        own, shared = shares[r.idea_id]
+        out.append(r.model_copy(update={
+            "llm_calls": int(own["llm_calls"]), "prompt_tokens": int(own["prompt_tokens"]),
+            "completion_tokens": int(own["completion_tokens"]), "cost_usd": round(own["cost_usd"], 9),
+            "shared_tokens": round(shared["prompt_tokens"] + shared["completion_tokens"], 3),
+            "shared_cost_usd": round(shared["cost_usd"], 9)}))
     return out
 
 
@@ -115,7 +130,10 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
     rows = summarise(ideas, results, base.metric_value, spec.metric.goal, spec.metric.tolerance, base.metric_spread)
     n0 = len(llm.calls())
     analysis, analysis_error = analyse_round(spec, base.metric_value, rows, llm)
-    rows = [r.model_copy(update={"round_analysis": analysis}) for r in rows]
+    stages = [a.key.to_user_string() for a in ROUND_STAGES()]
+    total, by_idea = round_llm_use(context.instance, str(multi_key(topic, round_key)),
+                                   [s for s in stages if s != "feedback_summary"], llm.calls()[n0:])
+    rows = with_usage([r.model_copy(update={"round_analysis": analysis}) for r in rows], total, by_idea)
     df = to_frame(rows, Feedback)
     check = expectation_check("verdicts_valid", df.with_columns(
         judged_has_metric=(pl.col("verdict") == "failed") | pl.col("metric_value").is_not_null()), [
@@ -129,11 +147,15 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
                                                "best": max((r.metric_value for r in rows if r.metric_value is not None), default=None),
                                                "baseline": base.metric_value}]
     history = sorted({h["round"]: h for h in history}.values(), key=lambda h: round_number(h["round"]))
-    stages = [a.key.to_user_string() for a in ROUND_STAGES()]
+    cost_per_idea = sum(r.cost_usd + r.shared_cost_usd for r in rows) / len(rows) if rows else 0.0
     for h in history:  # LLM use per round, from each stage's materialisation metadata
-        u = round_usage(context.instance, str(multi_key(topic, h["round"])), stages)
+        if h["round"] == round_key:  # this round: as just attributed to its ideas
+            u, per_idea = total, cost_per_idea
+        else:
+            u = round_usage(context.instance, str(multi_key(topic, h["round"])), stages)
+            per_idea = u["cost_usd"] / h["ideas"] if h["ideas"] else 0.0
         h.update(tokens=int(u["prompt_tokens"] + u["completion_tokens"]), cost_usd=round(u["cost_usd"], 6),
-                 cost_per_idea=round(u["cost_usd"] / h["ideas"], 6) if h["ideas"] else 0.0)
+                 cost_per_idea=round(per_idea, 6))
     png = progress_png(history, spec.metric.name, f"{topic}: progress by round")
     plot_path = under_home("plots", topic) / f"progress-{round_key}.png"
     plot_path.write_bytes(png)
@@ -142,8 +164,13 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
         **counts, "improvement_rate": dg.MetadataValue.float(counts["improvement"] / len(rows) if rows else 0.0),
         "baseline": dg.MetadataValue.float(float(base.metric_value)),
         "effective_ideas": dg.MetadataValue.json([r.idea_id for r in rows if r.effective]),
-        "verdicts": dg.MetadataValue.md(md_table([r.model_dump() for r in rows],
-                                                 ["idea_id", "verdict", "metric_value", "baseline_value", "delta", "reason"])),
+        "verdicts": dg.MetadataValue.md(md_table([{**r.model_dump(), "tokens": r.tokens} for r in rows],
+                                                 ["idea_id", "verdict", "metric_value", "baseline_value", "delta",
+                                                  "llm_calls", "tokens", "cost_usd", "shared_tokens", "shared_cost_usd",
+                                                  "reason"])),
+        "round_tokens": int(total["prompt_tokens"] + total["completion_tokens"]),
+        "round_cost_usd": dg.MetadataValue.float(round(total["cost_usd"], 6)),
+        "cost_per_idea": dg.MetadataValue.float(round(cost_per_idea, 6)),
         "rounds": dg.MetadataValue.md(md_table(history, ["round", "ideas", "improvement", "maintenance", "decline",
                                                          "failed", "best", "baseline", "tokens", "cost_usd",
                                                          "cost_per_idea"])),

@@ -211,7 +211,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, llm: 
     def novelty(item: Idea) -> NoveltyOutcome:
         return novelty_check(spec.title, item.title, item.summary,
                              lambda q, k: literature.search(q, k, embedder, spec), llm,
-                             rounds=cfg.novelty_rounds, k=cfg.novelty_papers)
+                             rounds=cfg.novelty_rounds, k=cfg.novelty_papers, item=item.idea_id)
 
     out = filter_ideas(items, bank, embedder.encode, novelty, cfg.independence_threshold,
                        keep_at_most=spec.budget.ideas_per_round,
@@ -230,5 +230,5 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, llm: 
         "decisions": dg.MetadataValue.md(md_table([o.model_dump() for o in out],
                                                   ["name", "source", "kept", "max_similarity", "nearest_bank_idea",
                                                    "novel", "novelty_closest_paper", "novelty_queries", "drop_reason"])),
-        **usage_metadata(llm.calls()[n0:]),
+        **usage_metadata(llm.calls()[n0:], by_idea=True),
     })

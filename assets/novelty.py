@@ -23,7 +23,8 @@ SUMMARY_CHARS = 220  # of each paper's abstract shown: ~60 tokens, 5 papers ~ 30
 class Completes(Protocol):
     """What the loop needs from resources.llm.LLM (a fake in tests)."""
 
-    def complete(self, messages: list[dict], *, stage: str, schema=None, max_tokens: int = 512): ...
+    def complete(self, messages: list[dict], *, stage: str, schema=None, max_tokens: int = 512,
+                 item: str | None = None): ...
 
 
 @dataclass
@@ -46,15 +47,16 @@ def _same(q: str, used: list[str]) -> bool:
 
 
 def novelty_check(task: str, idea_title: str, idea_summary: str, search: Search, llm: Completes,
-                  rounds: int = 2, k: int = 5) -> NoveltyOutcome:
-    """At most 1 + rounds LLM calls and `rounds` searches for one idea."""
+                  rounds: int = 2, k: int = 5, item: str | None = None) -> NoveltyOutcome:
+    """At most 1 + rounds LLM calls and `rounds` searches for one idea (`item`: its id, for
+    the LLM's per-idea accounting)."""
     out = NoveltyOutcome(novel=None)
     if rounds <= 0:
         out.reason = "novelty check switched off (novelty_rounds: 0)"
         return out
     problems: list[str] = []
     msgs = prompts.start(task, idea_title, idea_summary)
-    res = llm.complete(msgs, stage="novelty", schema=NoveltyQuery, max_tokens=60)
+    res = llm.complete(msgs, stage="novelty", schema=NoveltyQuery, max_tokens=60, item=item)
     if res.ok:
         query, said = res.value.query.strip(), res.text
     else:
@@ -78,7 +80,8 @@ def novelty_check(task: str, idea_title: str, idea_summary: str, search: Search,
         final = r == rounds
         msgs.append(prompts.results(query, shown, final))
         schema = NoveltyJudgement if final else NoveltyStep
-        res = llm.complete(msgs, stage="novelty", schema=schema, max_tokens=110 if final else 140)
+        res = llm.complete(msgs, stage="novelty", schema=schema, max_tokens=110 if final else 140,
+                           item=item)
         if not res.ok:
             problems.append(f"decision step {r} failed: {res.error}")
             break
@@ -91,7 +94,7 @@ def novelty_check(task: str, idea_title: str, idea_summary: str, search: Search,
                 continue
             # an empty or repeated query would show the same papers again: ask for the decision
             msgs += [prompts.assistant(res.text), prompts.repeated_query(nxt)]
-            res = llm.complete(msgs, stage="novelty", schema=NoveltyJudgement, max_tokens=110)
+            res = llm.complete(msgs, stage="novelty", schema=NoveltyJudgement, max_tokens=110, item=item)
             if not res.ok:
                 problems.append(f"forced decision failed: {res.error}")
                 break

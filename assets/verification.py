@@ -33,7 +33,7 @@ CHECK_OUT = "run_results_success_has_metrics"
 
 def make_plan(spec: TopicSpec, code: str, idea: FilteredIdea, llm: LLM) -> ExperimentPlan:
     res = llm.complete(plan_prompts.plan(code, spec.metric.name, idea.name, idea.title, idea.experiment, idea.summary),
-                       stage="experiment_plans", schema=PlanDraft, max_tokens=400)
+                       stage="experiment_plans", schema=PlanDraft, max_tokens=400, item=idea.idea_id)
     if not res.ok:  # a plan is a refinement: fall back to the idea's own experiment text
         return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment], location="",
                               evaluation=spec.metric.name, expected_effect="", error=res.error)
@@ -46,7 +46,7 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
     fmt = llm.resolved_edit_format()
     res = llm.complete(patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes),
                        stage="patched_code", parse=lambda t: apply_edit(code, t, fmt, spec.code),
-                       max_tokens=2500 if fmt == "whole" else 900, max_retries=WHOLE_FILE_RETRIES)
+                       max_tokens=2500 if fmt == "whole" else 900, max_retries=WHOLE_FILE_RETRIES, item=idea.idea_id)
     if not res.ok:
         return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status_of(res.error), reason=res.error)
     patch = Patch(idea_id=idea.idea_id, edit_format=fmt, status="ok", diff=res.value.diff, code=res.value.code,
@@ -93,7 +93,7 @@ def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataF
         "count": len(plans), "fallbacks": sum(p.error is not None for p in plans),
         "plans": dg.MetadataValue.md(md_table([{**p.model_dump(), "changes": "; ".join(p.changes)} for p in plans],
                                               ["name", "changes", "location", "expected_effect", "error"])),
-        **usage_metadata(llm.calls()[n0:]),
+        **usage_metadata(llm.calls()[n0:], by_idea=True),
     })
 
 
@@ -125,7 +125,7 @@ def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFra
         "edit_format": llm.resolved_edit_format(),
         "patches": dg.MetadataValue.md(md_table([{**p.model_dump(), "diff_lines": p.diff.count("\n")} for p in patches],
                                                 ["idea_id", "status", "diff_lines", "imports_ok", "reason"])),
-        **usage_metadata(llm.calls()[n0:]),
+        **usage_metadata(llm.calls()[n0:], by_idea=True),
     })
 
 
@@ -204,6 +204,7 @@ def run_idea_step(context: dg.OpExecutionContext, job: dict, llm: LLM, runner: R
     crash becomes this idea's failed result, so the other ideas and the round go on."""
     patch, idea = Patch.model_validate_json(job["patch"]), FilteredIdea.model_validate_json(job["idea"])
     spec = topic_spec(idea.topic)
+    n0 = len(llm.calls())  # in-process, steps share one resource: only this step's calls
     try:
         with device_slot(under_home("slots")) as env:
             context.log.info(f"{idea.idea_id}: running with {env}")
@@ -212,7 +213,7 @@ def run_idea_step(context: dg.OpExecutionContext, job: dict, llm: LLM, runner: R
         context.log.exception(f"{idea.idea_id} crashed")
         r = RunResult(idea_id=idea.idea_id, status="failed", reason=f"{type(e).__name__}: {e}")
     context.log.info(f"{idea.idea_id}: {r.status}" + (f" ({r.reason})" if r.reason else ""))
-    return {"result": r.model_dump_json(), "calls": [c.model_dump() for c in llm.calls()]}
+    return {"result": r.model_dump_json(), "calls": [c.model_dump() for c in llm.calls()[n0:]]}
 
 
 @dg.op(out={"result": dg.Out(), CHECK_OUT: dg.Out()}, tags={"kind": "collect"})
@@ -227,7 +228,7 @@ def collect_run_results(context: dg.OpExecutionContext, outcomes: list, tracker:
         "mlflow_round_run": tracker.round_run(topic, round_key) or "",
         "results": dg.MetadataValue.md(md_table([r.model_dump() for r in results],
                                                 ["idea_id", "status", "n_attempts", "metric_value", "reason", "mlflow_run_id"])),
-        **usage_metadata(calls),
+        **usage_metadata(calls, by_idea=True),
     })
     yield expectation_check("success_has_metrics", df.with_columns(
         success_has_metric=(pl.col("status") != "success") | pl.col("metric_value").is_not_null()), [

@@ -102,5 +102,13 @@ def idea_lineage(idea_id: str, store: Store | None = None) -> str:
         out += ["## verdict", f"- {fb.verdict}: {fb.metric_value} vs baseline {fb.baseline_value} ({fb.reason})"]
         if fb.round_analysis:
             out.append(f"- the round's analysis: {fb.round_analysis}")
+        out.append("## LLM use")
+        if fb.llm_calls or fb.shared_tokens:
+            out += [f"- this idea: {fb.llm_calls} calls, {fb.prompt_tokens} prompt + {fb.completion_tokens} "
+                    f"completion tokens, ${fb.cost_usd:.6f}",
+                    f"- its share of the round's shared calls (papers, ideas, analysis): {fb.shared_tokens:.0f} "
+                    f"tokens, ${fb.shared_cost_usd:.6f}"]
+        else:
+            out.append("- (not recorded: the round predates per-idea accounting, or made no LLM call)")
     out += _later_rounds(store, topic, round_key, idea_id)
     return "\n".join(out)

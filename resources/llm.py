@@ -60,6 +60,7 @@ class LLMCall(BaseModel):
     tries: int = 0
     seconds: float = 0.0
     error: str | None = None
+    item: str | None = None  # the idea (idea_id) the call was made for; None: the whole round/topic
 
 
 class LLMResult(BaseModel, Generic[T]):
@@ -212,9 +213,11 @@ class LLM(dg.ConfigurableResource):
         parse: Callable[[str], Any] | None = None,
         max_tokens: int = 512,
         max_retries: int | None = None,
+        item: str | None = None,
     ) -> LLMResult:
         """One logical call: structured (schema) or free text checked by `parse`.
-        Never raises for a bad answer: the result carries the error after the retries."""
+        Never raises for a bad answer: the result carries the error after the retries.
+        `item` (the idea the call serves) is accounting only, never part of the request."""
         model = self.model_name()
         request: dict[str, Any] = {
             "model": model, "messages": messages, "temperature": self.temperature,
@@ -227,7 +230,7 @@ class LLM(dg.ConfigurableResource):
             }
         check = parse or (schema.model_validate_json if schema is not None else (lambda s: s))
         key = request_key(request)
-        call = LLMCall(stage=stage, model=model)
+        call = LLMCall(stage=stage, model=model, item=item)
         t0 = time.monotonic()
         if self.use_cache and (hit := self.cache().get(key)) is not None:
             call.cached = True

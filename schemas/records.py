@@ -161,3 +161,16 @@ class Feedback(BaseModel):
     effective: bool
     round_analysis: str = Field("", description="the LLM's short analysis of the whole round (same on "
                                 "every row of a round); the next round's idea prompt reads it")
+    # LLM use of the idea (defaults: records stored before per-idea accounting existed)
+    llm_calls: int = Field(0, description="LLM calls made for this idea over the round's stages")
+    prompt_tokens: int = Field(0, description="their prompt tokens")
+    completion_tokens: int = Field(0, description="their completion tokens")
+    cost_usd: float = Field(0.0, description="their price (0 for local models)")
+    shared_tokens: float = Field(0.0, description="an even share of the tokens of the calls that served the "
+                                 "whole round (and of ideas dropped by the filter)")
+    shared_cost_usd: float = Field(0.0, description="the same share of their price")
+
+    @property
+    def tokens(self) -> int:
+        """The idea's own tokens (prompt + completion)."""
+        return self.prompt_tokens + self.completion_tokens

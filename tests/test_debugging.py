@@ -50,13 +50,15 @@ class FakeLLM:
     def __init__(self, fix: str = FIX, analysis: str = ANALYSIS, local: bool = False, edit_format: str = "whole"):
         self.answers = {"debug_analysis": analysis, "debug": fix}
         self.requests: list[tuple[str, list[dict]]] = []
+        self.items: list[str | None] = []  # the idea each call was accounted to
         self.local, self.edit_format = local, edit_format
 
     def is_local(self) -> bool:
         return self.local
 
-    def complete(self, messages, *, stage, parse=None, schema=None, max_tokens=512, max_retries=None):
+    def complete(self, messages, *, stage, parse=None, schema=None, max_tokens=512, max_retries=None, item=None):
         self.requests.append((stage, messages))
+        self.items.append(item)
         text = self.answers[stage]
         try:
             value = parse(text) if parse else text
@@ -107,6 +109,7 @@ def test_structure_mode_analyses_then_fixes(script, tmp_path):
     res = repair_loop(script, llm, tmp_path, mode="structure")
     assert res.status == "success" and res.n_attempts == 2 and res.metric_value is None
     assert llm.stages() == ["debug_analysis", "debug"]
+    assert llm.items == ["calc", "calc"]  # both calls accounted to the run's idea
     first = res.attempts[0]
     assert first.error.startswith("NameError: name 'factr' is not defined") and first.fix_status == "ok"
     assert first.analysis == ANALYSIS and "+    return sum(values) * factor" in first.fix_diff

@@ -100,3 +100,19 @@ def test_excluded_fields_not_stored():
 def test_column_order_follows_model_not_dump():
     df = to_frame(filtered_ideas(), FilteredIdea)
     assert df.columns == list(FilteredIdea.model_fields)
+
+
+def test_feedback_stored_before_per_idea_usage_still_loads(tmp_path):
+    from schemas.records import Feedback
+
+    fb = Feedback(idea_id="t/r1/a", name="a", title="A", summary="s", verdict="decline", reason="worse",
+                  metric_value=0.5, baseline_value=0.8, delta=-0.3, effective=False, prompt_tokens=300,
+                  completion_tokens=60, cost_usd=8e-05, shared_tokens=720.5, llm_calls=3)
+    df = to_frame([fb], Feedback)
+    assert df.schema["prompt_tokens"] == pl.Int64 and df.schema["shared_tokens"] == pl.Float64
+    df.write_parquet(tmp_path / "fb.parquet")
+    back = from_frame(pl.read_parquet(tmp_path / "fb.parquet"), Feedback)[0]
+    assert back == fb and back.tokens == 360
+    usage = ["llm_calls", "prompt_tokens", "completion_tokens", "cost_usd", "shared_tokens", "shared_cost_usd"]
+    old = from_frame(df.drop(usage), Feedback)[0]  # a frame written before the usage columns existed
+    assert old.verdict == "decline" and old.tokens == 0 and old.shared_cost_usd == 0.0

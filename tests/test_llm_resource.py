@@ -145,7 +145,10 @@ def test_cache_key_covers_the_request(server, make_llm):
     server.respond = lambda body: GOOD
     make_llm().complete(MSGS, stage="a", schema=NoveltyJudgement)
     make_llm().complete(MSGS, stage="b", schema=NoveltyJudgement)  # stage is not part of the request
+    hit = make_llm().complete(MSGS, stage="a", schema=NoveltyJudgement, item="t/r1/idea")  # nor is the item
     assert server.n == 1
+    assert hit.call.cached and hit.call.item == "t/r1/idea"  # accounted to the idea even when cached
+    assert "item" not in json.dumps(server.requests[0])
     make_llm().complete(MSGS + [{"role": "user", "content": "more"}], stage="a", schema=NoveltyJudgement)
     make_llm(temperature=0.7).complete(MSGS, stage="a", schema=NoveltyJudgement)
     make_llm(model="m2").complete(MSGS, stage="a", schema=NoveltyJudgement)
@@ -208,6 +211,49 @@ def test_usage_totals():
     assert usage_totals(calls) == {"llm_calls": 3, "llm_cached_calls": 1, "llm_failed_calls": 1,
                                    "prompt_tokens": 17, "completion_tokens": 6, "cost_usd": 0.001}
     assert usage_totals([])["llm_calls"] == 0
+
+
+def test_item_is_recorded_on_the_call(server, make_llm):
+    server.answers.extend([GOOD, GOOD])
+    llm = make_llm(model="gpt-4o-mini")
+    llm.complete(MSGS, stage="novelty", schema=NoveltyJudgement, item="t/r1/a")
+    llm.complete(MSGS + [{"role": "user", "content": "again"}], stage="ideas", schema=NoveltyJudgement)
+    assert [c.item for c in llm.calls()] == ["t/r1/a", None]
+
+
+def test_usage_by_item_sums_per_idea():
+    from assets.report import usage_by_item, usage_metadata
+
+    calls = [LLMCall(stage="novelty", model="m", prompt_tokens=10, completion_tokens=5, cost_usd=0.001, item="i1"),
+             LLMCall(stage="ideas", model="m", prompt_tokens=50, completion_tokens=40, cost_usd=0.01),
+             LLMCall(stage="debug", model="m", prompt_tokens=7, completion_tokens=3, cost_usd=0.0005, item="i1"),
+             LLMCall(stage="debug", model="m", prompt_tokens=1, completion_tokens=2, cached=True, item="i2")]
+    by = usage_by_item(calls)
+    assert list(by) == ["i1", None, "i2"]
+    assert by["i1"] == {"llm_calls": 2, "prompt_tokens": 17, "completion_tokens": 8, "cost_usd": 0.0015}
+    assert by[None] == {"llm_calls": 1, "prompt_tokens": 50, "completion_tokens": 40, "cost_usd": 0.01}
+    assert by["i2"]["llm_calls"] == 1 and by["i2"]["cost_usd"] == 0
+    assert usage_by_item([]) == {}
+    meta = usage_metadata(calls, by_idea=True)
+    assert meta["usage_by_idea"].value == {"i1": by["i1"], "i2": by["i2"]}  # round-level calls stay out
+    assert meta["prompt_tokens"] == 68
+    assert "usage_by_idea" not in usage_metadata(calls)
+
+
+def test_share_usage_adds_up_to_the_total():
+    from assets.report import share_usage
+
+    total = {"llm_calls": 10, "prompt_tokens": 1000, "completion_tokens": 200, "cost_usd": 0.03}
+    by_idea = {"a": {"llm_calls": 4, "prompt_tokens": 400, "completion_tokens": 80, "cost_usd": 0.012},
+               "b": {"llm_calls": 1, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": 0.003},
+               "dropped": {"llm_calls": 2, "prompt_tokens": 200, "completion_tokens": 40, "cost_usd": 0.006}}
+    out = share_usage(total, by_idea, ["a", "b", "c"])
+    assert out["a"][0]["prompt_tokens"] == 400 and out["c"][0]["llm_calls"] == 0  # c: no call of its own
+    # the rest (round-level calls and the dropped idea's) is shared evenly
+    assert out["a"][1] == out["c"][1] and out["a"][1]["prompt_tokens"] == pytest.approx(500 / 3)
+    for k, v in total.items():
+        assert sum(own[k] + shared[k] for own, shared in out.values()) == pytest.approx(v)
+    assert share_usage(total, by_idea, []) == {}
 
 
 def _walk(node, found):

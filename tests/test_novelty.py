@@ -18,9 +18,11 @@ class ScriptedLLM:
     def __init__(self, *answers):
         self.answers = list(answers)
         self.requests: list[tuple[list[dict], str]] = []
+        self.items: list[str | None] = []  # the idea each call was accounted to
 
-    def complete(self, messages, *, stage, schema=None, max_tokens=512):
+    def complete(self, messages, *, stage, schema=None, max_tokens=512, item=None):
         self.requests.append(([dict(m) for m in messages], schema.__name__))
+        self.items.append(item)
         a = self.answers.pop(0)
         text = a if isinstance(a, str) else json.dumps(a)
         call = LLMCall(stage=stage, model="scripted")
@@ -113,9 +115,10 @@ def test_closest_paper_out_of_range_is_none():
 def test_repeated_query_forces_a_decision_without_searching_again():
     search = FakeSearch({"rotation": [1]})
     llm = ScriptedLLM(q("rotation"), step("search_again", "  Rotation "), judge("novel"))
-    out = novelty_check(*IDEA, search, llm, rounds=3)
+    out = novelty_check(*IDEA, search, llm, rounds=3, item="t/r1/rotate")
     assert len(search.calls) == 1 and out.queries == ["rotation"]
     assert llm.schemas == ["NoveltyQuery", "NoveltyStep", "NoveltyJudgement"]
+    assert llm.items == ["t/r1/rotate"] * 3  # every call, the forced decision too, is the idea's
     assert "already searched" in llm.requests[-1][0][-1]["content"]
     assert out.novel is True
 

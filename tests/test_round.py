@@ -31,13 +31,14 @@ def materialize_topic(instance, resources):
 @pytest.fixture
 def topic_ready(home, fake_llm):
     instance = dg.DagsterInstance.ephemeral()
-    resources = make_resources(fake_llm.base_url)
+    resources = make_resources(fake_llm.base_url, model="gpt-4o-mini")  # a priced name: costs are not 0
     materialize_topic(instance, resources)
     return instance, resources
 
 
 def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     instance, resources = topic_ready
+    requests_before = fake_llm.script.total
     res = materialize_round(instance, resources, "r1")
     assert res.success
     checks = res.get_asset_check_evaluations()
@@ -87,6 +88,30 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     tokens = int(rounds_table.splitlines()[2].split("|")[9])  # the r1 row: the fake server reports usage
     assert tokens > 0
 
+    # LLM use per idea: the per-idea stages record it in their metadata ...
+    def meta_of(asset: str):
+        return instance.get_latest_materialization_event(dg.AssetKey(asset)).asset_materialization.metadata
+
+    fixed_id = fixed.idea_id
+    repairs = meta_of("run_results")["usage_by_idea"].value
+    assert repairs[fixed_id]["llm_calls"] == 2  # the repair: its analysis and its fix, this idea's only
+    assert set(repairs) == {fixed_id}
+    assert set(meta_of("filtered_ideas")["usage_by_idea"].value) >= set(f.idea_id for f in fb.values())
+    assert set(meta_of("experiment_plans")["usage_by_idea"].value) == set(f.idea_id for f in fb.values())
+    # ... and feedback_summary adds them up per idea, plus an even share of the round-level calls
+    round_tokens = (fake_llm.script.total - requests_before) * 120  # the fake reports 100 + 20 per request
+    assert meta["round_tokens"].value == tokens == round_tokens
+    assert all(f.llm_calls > 0 and f.tokens > 0 and f.cost_usd > 0 and f.shared_tokens > 0 for f in fb.values())
+    neg, longer, fancy = fb["negative_step_r1"], fb["longer_training_r1"], fb["fancy_kernel_r1"]
+    assert longer.tokens == neg.tokens + 240  # the same stages plus a repair (two calls)
+    assert fancy.tokens > neg.tokens  # its malformed patch answers were retried
+    assert len({f.shared_tokens for f in fb.values()}) == 1
+    assert sum(f.tokens + f.shared_tokens for f in fb.values()) == pytest.approx(round_tokens)
+    assert sum(f.cost_usd + f.shared_cost_usd for f in fb.values()) == pytest.approx(meta["round_cost_usd"].value,
+                                                                                   abs=1e-6)
+    assert meta["cost_per_idea"].value == pytest.approx(meta["round_cost_usd"].value / len(fb), abs=1e-6)
+    assert "shared_tokens" in meta["verdicts"].value
+
     # round 2 reads round 1 through the store: the declining idea is in the bank
     res2 = materialize_round(instance, resources, "r2")
     assert res2.success
@@ -109,6 +134,7 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     assert f"{neg.idea_id}: similarity" in text and "dropped as a near-duplicate" in text
     fixed_text = idea_lineage(f"{TOPIC}/r1/longer_training_r1")
     assert "    fix:" in fixed_text and "EPOCHS" in fixed_text  # the repair's diff
+    assert f"- this idea: {longer.llm_calls} calls, {longer.prompt_tokens} prompt + " in fixed_text
 
 
 def test_rematerialising_makes_no_llm_call(topic_ready, fake_llm):
