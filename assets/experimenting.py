@@ -32,6 +32,8 @@ MODES = prompts.MODES
 # output tokens an edit may take: a whole file is long, definitions or blocks are short
 MAX_TOKENS = {"whole": 2500, "search_replace": 900, "functions": 1200}
 ANALYSIS_TOKENS = 120  # a few sentences; the small model ignores length requests
+NO_OP_RESAMPLES = 2          # a fix that changed nothing is asked again, sampled, this many times
+RESAMPLE_TEMPERATURE = 0.8
 
 
 @dataclass(frozen=True)
@@ -162,10 +164,18 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
             raise EditError("dishonest", "the fix " + "; ".join(problems) + ": fix the error instead")
         return edit
 
-    res = llm.complete(
-        prompts.fix(current, target.code_file, fmt, error, a.local_structure, title, mode=mode,
-                    analysis=a.analysis, generic=target.metric is None),
-        stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900), max_retries=WHOLE_FILE_RETRIES, item=item)
+    messages = prompts.fix(current, target.code_file, fmt, error, a.local_structure, title, mode=mode,
+                           analysis=a.analysis, generic=target.metric is None)
+    res = llm.complete(messages, stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900),
+                       max_retries=WHOLE_FILE_RETRIES, item=item)
+    for k in range(1, NO_OP_RESAMPLES + 1):
+        if res.ok or status_of(res.error) != "no_op":
+            break
+        # near-greedy decoding makes the small model repeat the faulty line verbatim, however the
+        # error is put to it: draw other answers to the same question instead
+        res = llm.complete(messages, stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900),
+                           max_retries=0, item=item, temperature=RESAMPLE_TEMPERATURE, seed=k)
+        a.fix_resamples = k
     if not res.ok:
         a.fix_status, a.fix_error = status_of(res.error), res.error
         return None

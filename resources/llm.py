@@ -214,14 +214,19 @@ class LLM(dg.ConfigurableResource):
         max_tokens: int = 512,
         max_retries: int | None = None,
         item: str | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
     ) -> LLMResult:
         """One logical call: structured (schema) or free text checked by `parse`.
         Never raises for a bad answer: the result carries the error after the retries.
-        `item` (the idea the call serves) is accounting only, never part of the request."""
+        `item` (the idea the call serves) is accounting only, never part of the request;
+        `temperature` / `seed` override the resource's for this call (they are part of the request,
+        so a resampled call is cached apart from the greedy one)."""
         model = self.model_name()
         request: dict[str, Any] = {
-            "model": model, "messages": messages, "temperature": self.temperature,
-            "max_tokens": max_tokens, "seed": self.seed,
+            "model": model, "messages": messages,
+            "temperature": self.temperature if temperature is None else temperature,
+            "max_tokens": max_tokens, "seed": self.seed if seed is None else seed,
         }
         if schema is not None:
             request["response_format"] = {

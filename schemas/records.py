@@ -131,6 +131,7 @@ class Attempt(BaseModel):
     fix_status: str | None = None   # ok | not_applied | no_op | syntax_error | dishonest | llm_failed
     fix_error: str | None = None    # why the repair after this attempt failed
     fix_diff: str = ""
+    fix_resamples: int = 0          # sampled re-asks after fixes that changed nothing
     metrics: dict[str, float] = {}
 
 

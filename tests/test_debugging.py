@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from assets.experimenting import RunTarget, default_repair_format, run_with_repair
+from assets.experimenting import (NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE, RunTarget, default_repair_format,
+                                  run_with_repair)
 from assets.tracebacks import MARK, format_frames, own_frames
 from resources.paths import REPO_ROOT
 from resources.runner import Runner
@@ -47,19 +48,25 @@ DISHONEST = '```python\nif __name__ == "__main__":\n    print("total", 12)\n```'
 class FakeLLM:
     """Stands in for resources.llm.LLM: answers by stage, applies `parse` like the real one."""
 
-    def __init__(self, fix: str = FIX, analysis: str = ANALYSIS, local: bool = False, edit_format: str = "whole"):
-        self.answers = {"debug_analysis": analysis, "debug": fix}
+    def __init__(self, fix: str | list[str] = FIX, analysis: str = ANALYSIS, local: bool = False,
+                 edit_format: str = "whole"):
+        self.answers = {"debug_analysis": analysis, "debug": fix}   # a list: one answer per call, the last repeats
         self.requests: list[tuple[str, list[dict]]] = []
+        self.sampling: list[tuple[float | None, int | None]] = []   # (temperature, seed) asked per call
         self.items: list[str | None] = []  # the idea each call was accounted to
         self.local, self.edit_format = local, edit_format
 
     def is_local(self) -> bool:
         return self.local
 
-    def complete(self, messages, *, stage, parse=None, schema=None, max_tokens=512, max_retries=None, item=None):
+    def complete(self, messages, *, stage, parse=None, schema=None, max_tokens=512, max_retries=None, item=None,
+                 temperature=None, seed=None):
         self.requests.append((stage, messages))
         self.items.append(item)
+        self.sampling.append((temperature, seed))
         text = self.answers[stage]
+        if isinstance(text, list):
+            text = text[min(sum(s == stage for s, _ in self.requests) - 1, len(text) - 1)]
         try:
             value = parse(text) if parse else text
         except ValueError as e:
@@ -322,3 +329,23 @@ def test_returning_the_faulty_line_unchanged_is_a_no_op_that_says_why(script, tm
     res = repair_loop(script, FakeLLM(fix=unchanged), tmp_path, mode="traceback")
     a = res.attempts[0]
     assert a.fix_status == "no_op" and "fails again with: NameError: name 'factr'" in a.fix_error
+
+
+def test_a_no_op_fix_is_asked_again_sampled(script, tmp_path):
+    """The greedy answer repeats the faulty line; a sampled re-ask of the same question fixes it."""
+    unchanged = "```python\ndef scale(values, factor):\n    return sum(values) * factr\n```"
+    llm = FakeLLM(fix=[unchanged, FIX])
+    res = repair_loop(script, llm, tmp_path, mode="traceback")
+    assert res.status == "success" and res.attempts[0].fix_status == "ok" and res.attempts[0].fix_resamples == 1
+    assert llm.stages() == ["debug", "debug"] and llm.requests[0][1] == llm.requests[1][1]   # the same question
+    assert llm.sampling[0] == (None, None) and llm.sampling[1] == (RESAMPLE_TEMPERATURE, 1)
+    # always unchanged: the greedy call and NO_OP_RESAMPLES sampled ones, then the repair fails
+    llm = FakeLLM(fix=unchanged)
+    res = repair_loop(script, llm, tmp_path / "again", mode="traceback")
+    assert res.status == "failed" and res.attempts[0].fix_status == "no_op"
+    assert llm.stages() == ["debug"] * (1 + NO_OP_RESAMPLES) and res.attempts[0].fix_resamples == NO_OP_RESAMPLES
+    assert [s for _, s in llm.sampling] == [None, *range(1, NO_OP_RESAMPLES + 1)]
+    # an answer that is wrong in another way is not resampled
+    llm = FakeLLM(fix=DISHONEST)
+    repair_loop(script, llm, tmp_path / "dishonest", mode="traceback")
+    assert llm.stages() == ["debug"]

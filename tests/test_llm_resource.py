@@ -221,6 +221,18 @@ def test_item_is_recorded_on_the_call(server, make_llm):
     assert [c.item for c in llm.calls()] == ["t/r1/a", None]
 
 
+def test_sampling_overrides_are_part_of_the_request(server, make_llm):
+    """A resampled call (temperature/seed given) is sent with them and cached apart from the greedy one."""
+    server.answers.extend([GOOD, GOOD])
+    llm = make_llm()
+    llm.complete(MSGS, stage="debug", schema=NoveltyJudgement)
+    again = llm.complete(MSGS, stage="debug", schema=NoveltyJudgement, temperature=0.8, seed=1)
+    assert not again.call.cached and len(server.requests) == 2
+    assert (server.requests[0]["temperature"], server.requests[0]["seed"]) == (llm.temperature, llm.seed)
+    assert (server.requests[1]["temperature"], server.requests[1]["seed"]) == (0.8, 1)
+    assert llm.complete(MSGS, stage="debug", schema=NoveltyJudgement, temperature=0.8, seed=1).call.cached
+
+
 def test_usage_by_item_sums_per_idea():
     from assets.report import usage_by_item, usage_metadata
 
