@@ -59,6 +59,7 @@ def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int,
         "name": variant["name"], "kind": variant["kind"], "mode": mode, "fixed": res.status == "success",
         "runs": res.n_attempts, "repairs": sum(a.fix_status is not None for a in res.attempts),
         "fix_statuses": [a.fix_status for a in res.attempts if a.fix_status],
+        "resamples": sum(a.fix_resamples for a in res.attempts),
         "first_error": res.attempts[0].error, "last_error": res.attempts[-1].error,
         "fix_errors": [a.fix_error[:200] for a in res.attempts if a.fix_error],
         "wall_s": round(time.monotonic() - t0, 1),
@@ -89,7 +90,8 @@ def table(rows: list[dict], modes: list[str]) -> str:
                 continue
             mark = "fixed" if r["fixed"] else "failed"
             if r["fixed"]:
-                mark += f" ({r['repairs']} fix{'es' if r['repairs'] != 1 else ''})"
+                mark += f" ({r['repairs']} fix{'es' if r['repairs'] != 1 else ''}"
+                mark += f", {r['resamples']} sampled re-ask{'s' if r['resamples'] != 1 else ''})" if r.get("resamples") else ")"
                 if "full_run_ok" in r:
                     mark += ", full run ok" if r["full_run_ok"] else ", full run FAILED"
             elif r["fix_statuses"] and r["fix_statuses"][-1] != "ok":
