@@ -1,7 +1,7 @@
 """Repair rate of traceback-guided debugging (DOLPHIN 3.2, Table 4) on the broken suite.
 
-Every variant in bench/broken/<suite>/manifest.jsonl is a copy of a topic's experiment with
-one bug. For each debugging mode (structure / traceback / error) the repair loop
+Every variant in bench/broken/<suite>/manifest.jsonl is a topic's experiment with one bug
+(an edit of the reference, bench/broken_suite.py). For each debugging mode (structure / traceback / error) the repair loop
 (`assets.experimenting.run_with_repair`, the same code the loop and `researchloop debug`
 use) runs it with the topic's quick `check` command (a dry run that executes every line on
 tiny data), asks the LLM for up to MAX_REPAIRS fixes, and applies the honesty check. With
@@ -30,17 +30,9 @@ os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_repair_home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
 
+from bench.broken_suite import SUITES, load_suite  # noqa: E402
 from bench.common import machine, today, write_section  # noqa: E402
 
-SUITES = {"pointcloud": "pointcloud_classification"}
-
-
-def load_manifest(suite: str) -> list[dict]:
-    folder = ROOT / "bench" / "broken" / suite
-    rows = [json.loads(l) for l in (folder / "manifest.jsonl").read_text().splitlines() if l.strip()]
-    for r in rows:
-        r["path"] = folder / r["file"]
-    return rows
 
 
 def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int, fmt: str | None,
@@ -51,7 +43,7 @@ def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int,
     workdir = under_home("bench", mode, variant["name"])
     n0 = len(llm.calls())
     t0 = time.monotonic()
-    res = run_with_repair(RunTarget.of_topic(spec, "check"), variant["path"].read_text(), runner=runner, llm=llm,
+    res = run_with_repair(RunTarget.of_topic(spec, "check"), variant["code"], runner=runner, llm=llm,
                           workdir=workdir, idea_id=variant["name"], title="", max_repairs=max_repairs,
                           edit_format="whole", mode=mode, repair_format=fmt, memo=False, log=lambda s: None)
     calls = llm.calls()[n0:]
@@ -143,7 +135,7 @@ def main() -> None:
     from assets.experimenting import default_repair_format
 
     fmt_used = fmt or default_repair_format(llm, "whole")
-    variants = [v for v in load_manifest(suite) if not only or v["name"] in only]
+    variants = [v for v in load_suite(suite) if not only or v["name"] in only]
     rows: list[dict] = []
     skipped: list[str] = []
     t_start = time.monotonic()

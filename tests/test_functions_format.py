@@ -6,6 +6,7 @@ import textwrap
 import pytest
 
 from assets.patching import EditError, apply_definitions, apply_edit, extract_definitions, status_of
+from bench.broken_suite import variant_code
 from resources.paths import REPO_ROOT
 
 SOURCE = textwrap.dedent('''\
@@ -270,7 +271,7 @@ def test_status_of_knows_dishonest():
 
 
 def test_pointcloud_reference_method_fix():
-    src = (REPO_ROOT / "bench/broken/pointcloud/missing_transpose.py").read_text()
+    src = variant_code("missing_transpose")
     out = apply_edit(src, fence('''
         class PointNet(nn.Module):
             def forward(self, x):  # x: [B, P, 3]
@@ -284,7 +285,7 @@ def test_pointcloud_reference_method_fix():
 # -- answers laid out like the local code structure ("# FILE, lines A-B" segments) ---------
 
 def test_structure_style_segments_replace_their_lines():
-    src = (REPO_ROOT / "bench/broken/pointcloud/missing_attribute.py").read_text()
+    src = variant_code("missing_attribute")
     answer = fence('''
         # experiment.py, lines 36-44 (class PointNet)
             def __init__(self, n_classes, width=(64, 128, 256)):
@@ -340,12 +341,12 @@ def test_definitions_before_the_first_segment_apply_too():
 
 def test_lone_statement_replaces_the_matching_line_inside_a_block():
     ref = (REPO_ROOT / "experiments/pointcloud_classification/experiment.py").read_text()
-    broken = (REPO_ROOT / "bench/broken/pointcloud/dtype_float_labels.py").read_text()
+    broken = variant_code("dtype_float_labels")
     fixed = apply_edit(broken, fence("loss = F.cross_entropy(model(x_train[idx]), y_train[idx])"), "functions").code
     assert fixed == ref  # re-indented into the inner training loop
-    broken = (REPO_ROOT / "bench/broken/pointcloud/loss_tensor_in_numpy.py").read_text()
+    broken = variant_code("loss_tensor_in_numpy")
     assert apply_edit(broken, fence("losses.append(loss.item())"), "functions").code == ref  # by the call
-    broken = (REPO_ROOT / "bench/broken/pointcloud/missing_attribute.py").read_text()
+    broken = variant_code("missing_attribute")
     assert apply_edit(broken, fence("return self.head(x)"), "functions").code == ref  # a similar return
 
 

@@ -1,0 +1,40 @@
+"""The broken variants the repair benchmark uses.
+
+bench/broken/<suite>/manifest.jsonl holds one variant per line: its name, the kind of bug, what
+the bug is, and the bug itself as one edit of the topic's reference experiment (`old` text ->
+`new` text). Variants are built from the current reference, so they follow it; a reference
+change that removes an edit's `old` text is reported by name (tests/test_broken_suite.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITES = {"pointcloud": "pointcloud_classification"}
+
+
+class SuiteError(ValueError):
+    pass
+
+
+def reference(suite: str = "pointcloud") -> str:
+    from schemas.topic import load_topic
+
+    return load_topic(ROOT / "experiments" / SUITES[suite]).code_path.read_text()
+
+
+def load_suite(suite: str = "pointcloud") -> list[dict]:
+    """The variants, each with `code`: the reference with its bug applied."""
+    ref = reference(suite)
+    rows = [json.loads(l) for l in (ROOT / "bench" / "broken" / suite / "manifest.jsonl").read_text().splitlines()
+            if l.strip()]
+    for r in rows:
+        if ref.count(r["old"]) != 1:
+            raise SuiteError(f"variant {r['name']}: its `old` text occurs {ref.count(r['old'])} times in the "
+                             f"reference experiment of {SUITES[suite]} (must be once): update the manifest")
+        r["code"] = ref.replace(r["old"], r["new"], 1)
+    return rows
+
+
+def variant_code(name: str, suite: str = "pointcloud") -> str:
+    return next(r["code"] for r in load_suite(suite) if r["name"] == name)
