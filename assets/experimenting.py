@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable
 
 from assets.honesty import honesty_problems
-from assets.patching import WHOLE_FILE_RETRIES, EditError, apply_edit, check_compiles, status_of
+from assets.patching import (NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE, WHOLE_FILE_RETRIES,  # noqa: F401 (re-exported)
+                             EditError, apply_edit, check_compiles, complete_resampled, status_of)
 from assets.prompts import patching as prompts
 from assets.tracebacks import MARK, error_line, format_frames, last_traceback, local_structure, own_frames
 from assets.verdicts import parse_metrics, seed_summary
@@ -32,8 +33,6 @@ MODES = prompts.MODES
 # output tokens an edit may take: a whole file is long, definitions or blocks are short
 MAX_TOKENS = {"whole": 2500, "search_replace": 900, "functions": 1200}
 ANALYSIS_TOKENS = 120  # a few sentences; the small model ignores length requests
-NO_OP_RESAMPLES = 2          # a fix that changed nothing is asked again, sampled, this many times
-RESAMPLE_TEMPERATURE = 0.8
 
 
 @dataclass(frozen=True)
@@ -166,16 +165,9 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
 
     messages = prompts.fix(current, target.code_file, fmt, error, a.local_structure, title, mode=mode,
                            analysis=a.analysis, generic=target.metric is None)
-    res = llm.complete(messages, stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900),
-                       max_retries=WHOLE_FILE_RETRIES, item=item)
-    for k in range(1, NO_OP_RESAMPLES + 1):
-        if res.ok or status_of(res.error) != "no_op":
-            break
-        # near-greedy decoding makes the small model repeat the faulty line verbatim, however the
-        # error is put to it: draw other answers to the same question instead
-        res = llm.complete(messages, stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900),
-                           max_retries=0, item=item, temperature=RESAMPLE_TEMPERATURE, seed=k)
-        a.fix_resamples = k
+    res, a.fix_resamples = complete_resampled(llm, messages, stage="debug", parse=parse,
+                                              max_tokens=MAX_TOKENS.get(fmt, 900), max_retries=WHOLE_FILE_RETRIES,
+                                              item=item)
     if not res.ok:
         a.fix_status, a.fix_error = status_of(res.error), res.error
         return None

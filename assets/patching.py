@@ -42,6 +42,23 @@ class EditError(ValueError):
         self.status = status
 
 
+NO_OP_RESAMPLES = 2          # an edit that changed nothing is asked again, sampled, this many times
+RESAMPLE_TEMPERATURE = 0.8
+
+
+def complete_resampled(llm, messages: list[dict], *, resample_on: tuple[str, ...] = ("no_op",), **kw):
+    """llm.complete(messages, **kw); when the answer failed with one of the `resample_on` edit
+    statuses, the same question again with sampling (temperature RESAMPLE_TEMPERATURE, seeds
+    1..NO_OP_RESAMPLES, no retries each). Near-greedy decoding makes the small model repeat its
+    answer however the error is put to it. Returns (result, resamples asked)."""
+    res = llm.complete(messages, **kw)
+    k = 0
+    while not res.ok and status_of(res.error) in resample_on and k < NO_OP_RESAMPLES:
+        k += 1
+        res = llm.complete(messages, **{**kw, "max_retries": 0, "temperature": RESAMPLE_TEMPERATURE, "seed": k})
+    return res, k
+
+
 def status_of(error: str | None) -> str:
     """The patch status an error message (from EditError) stands for."""
     if not error:

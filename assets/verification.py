@@ -11,7 +11,7 @@ import polars as pl
 from assets.checks import E, expectation_check
 from assets.experimenting import OUT_DIR, repeat_seeds, run_with_repair
 from assets.partitions import round_asset, round_key_of, round_x_topic
-from assets.patching import WHOLE_FILE_RETRIES, apply_edit, status_of
+from assets.patching import WHOLE_FILE_RETRIES, apply_edit, complete_resampled, status_of
 from assets.prompts import patching as patch_prompts
 from assets.prompts import plans as plan_prompts
 from assets.report import md_table, usage_metadata
@@ -44,13 +44,18 @@ def make_plan(spec: TopicSpec, code: str, idea: FilteredIdea, llm: LLM) -> Exper
 
 def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan, llm: LLM, runner) -> Patch:
     fmt = llm.resolved_edit_format()
-    res = llm.complete(patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes),
-                       stage="patched_code", parse=lambda t: apply_edit(code, t, fmt, spec.code),
-                       max_tokens=2500 if fmt == "whole" else 900, max_retries=WHOLE_FILE_RETRIES, item=idea.idea_id)
+    # an unchanged or uncompilable file is asked for again, sampled, before the idea counts as
+    # not implemented (the 1.5B model returned the file unchanged for most ideas: bench/RESULTS.md "loop")
+    res, resamples = complete_resampled(
+        llm, patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes),
+        resample_on=("no_op", "syntax_error"), stage="patched_code",
+        parse=lambda t: apply_edit(code, t, fmt, spec.code), max_tokens=2500 if fmt == "whole" else 900,
+        max_retries=WHOLE_FILE_RETRIES, item=idea.idea_id)
     if not res.ok:
-        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status_of(res.error), reason=res.error)
+        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status_of(res.error), reason=res.error,
+                     resamples=resamples)
     patch = Patch(idea_id=idea.idea_id, edit_format=fmt, status="ok", diff=res.value.diff, code=res.value.code,
-                  compiles=True)
+                  compiles=True, resamples=resamples)
     if spec.check:  # quick dry run in the sandbox: does it import and start?
         ws = under_home("workspaces", spec.name, idea.round, idea.name, "check")
         memo = ws.parent / f"check-{hashlib.sha256((spec.check + patch.code).encode()).hexdigest()[:16]}.json"

@@ -107,6 +107,7 @@ class Patch(BaseModel):
     code: str = ""          # the whole patched file (the next stage runs it)
     compiles: bool = False
     imports_ok: bool | None = None
+    resamples: int = 0      # sampled re-asks after an unchanged or uncompilable answer
 
 
 class TraceFrame(BaseModel):

@@ -280,3 +280,71 @@ def test_comment_or_docstring_only_edit_is_a_no_op():
     assert e.value.status == "no_op" and "comments" in str(e.value)
     changed = new.replace("x + 1", "x + 2")
     assert "x + 2" in apply_edit(src, "```python\n" + changed + "```", "whole").code
+
+
+# -- resampling an answer that changed nothing ------------------------------------------------
+
+class ScriptedLLM:
+    """Answers in order (the last repeats), applying `parse` like resources.llm.LLM; records how
+    each call was sampled."""
+
+    def __init__(self, *answers: str):
+        self.answers, self.asked = list(answers), []
+
+    def resolved_edit_format(self) -> str:
+        return "whole"
+
+    def complete(self, messages, *, stage, parse=None, max_tokens=512, max_retries=None, item=None,
+                 temperature=None, seed=None, schema=None):
+        from types import SimpleNamespace
+
+        self.asked.append({"messages": messages, "temperature": temperature, "seed": seed,
+                           "max_retries": max_retries})
+        text = self.answers[min(len(self.asked), len(self.answers)) - 1]
+        try:
+            return SimpleNamespace(ok=True, value=parse(text), text=text, error=None)
+        except ValueError as e:
+            return SimpleNamespace(ok=False, value=None, text=text, error=f"invalid answer (try 1): {e}")
+
+
+def _whole(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+def test_complete_resampled_asks_again_sampled_only_for_the_listed_statuses():
+    from assets.patching import NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE, complete_resampled
+
+    parse = lambda t: apply_edit(SOURCE, t, "whole", "train.py")  # noqa: E731
+    changed = SOURCE.replace("LR = 0.05", "LR = 0.1")
+    llm = ScriptedLLM(_whole(SOURCE), _whole(changed))
+    res, k = complete_resampled(llm, [{"role": "user", "content": "q"}], stage="s", parse=parse, max_retries=1)
+    assert res.ok and "LR = 0.1" in res.value.code and k == 1
+    assert [(a["temperature"], a["seed"], a["max_retries"]) for a in llm.asked] == [
+        (None, None, 1), (RESAMPLE_TEMPERATURE, 1, 0)]
+    assert llm.asked[0]["messages"] == llm.asked[1]["messages"]
+    llm = ScriptedLLM(_whole(SOURCE))  # never changes anything: bounded
+    res, k = complete_resampled(llm, [], stage="s", parse=parse)
+    assert not res.ok and status_of(res.error) == "no_op" and k == NO_OP_RESAMPLES
+    assert len(llm.asked) == 1 + NO_OP_RESAMPLES
+    llm = ScriptedLLM(_whole("def broken(:\n"))  # syntax errors only when asked to
+    assert complete_resampled(llm, [], stage="s", parse=parse)[1] == 0 and len(llm.asked) == 1
+    assert complete_resampled(ScriptedLLM(_whole("def broken(:\n"), _whole(changed)), [], stage="s", parse=parse,
+                              resample_on=("no_op", "syntax_error"))[0].ok
+
+
+def test_an_unchanged_patch_is_asked_again_before_not_implemented(home):
+    from assets.topic import topic_spec
+    from assets.verification import make_patch
+    from schemas.records import ExperimentPlan, FilteredIdea
+
+    spec = topic_spec("toy_classification").model_copy(update={"check": None})
+    code = spec.code_path.read_text()
+    idea = FilteredIdea(idea_id="toy_classification/r1/x", topic=spec.name, round="r1", name="x", title="x",
+                        experiment="x", summary="x", max_similarity=0.0, independent=True, novel=True, kept=True)
+    plan = ExperimentPlan(idea_id=idea.idea_id, name="x", changes=["change something"], location="",
+                          evaluation="accuracy", expected_effect="")
+    changed = code + "\n# a real change\nEXTRA = 1\n"
+    p = make_patch(spec, code, idea, plan, ScriptedLLM(_whole(code), _whole(changed)), runner=None)
+    assert p.status == "ok" and p.resamples == 1 and "EXTRA = 1" in p.code
+    p = make_patch(spec, code, idea, plan, ScriptedLLM(_whole(code)), runner=None)
+    assert p.status == "no_op" and p.resamples == 2
