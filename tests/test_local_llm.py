@@ -214,7 +214,9 @@ def test_stop_server_kills_recorded_pid(tmp_path):
     try:
         (tmp_path / "server.json").write_text(json.dumps({"pid": proc.pid, "port": 1}))
         assert ll.stop_server(tmp_path) is True
-        assert proc.wait(timeout=10) == -signal.SIGTERM
+        # SIGTERM first; on a machine loaded far beyond its cores the 10 s grace once ran out
+        # before the process exited and stop_server escalated to SIGKILL, as it should
+        assert proc.wait(timeout=20) in (-signal.SIGTERM, -signal.SIGKILL)
         assert not (tmp_path / "server.json").exists()
         assert ll.stop_server(tmp_path) is False
     finally:
