@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from assets.honesty import honesty_problems
-from assets.patching import (NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE, WHOLE_FILE_RETRIES,  # noqa: F401 (re-exported)
-                             EditError, apply_edit, check_compiles, complete_resampled, status_of)
+from assets.patching import WHOLE_FILE_RETRIES, EditError, apply_edit, check_compiles, complete_resampled, status_of
 from assets.prompts import patching as prompts
 from assets.tracebacks import MARK, error_line, format_frames, last_traceback, local_structure, own_frames
 from assets.verdicts import parse_metrics, seed_summary

@@ -147,15 +147,12 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
                                                "best": max((r.metric_value for r in rows if r.metric_value is not None), default=None),
                                                "baseline": base.metric_value}]
     history = sorted({h["round"]: h for h in history}.values(), key=lambda h: round_number(h["round"]))
-    cost_per_idea = sum(r.cost_usd + r.shared_cost_usd for r in rows) / len(rows) if rows else 0.0
-    for h in history:  # LLM use per round, from each stage's materialisation metadata
-        if h["round"] == round_key:  # this round: as just attributed to its ideas
-            u, per_idea = total, cost_per_idea
-        else:
-            u = round_usage(context.instance, str(multi_key(topic, h["round"])), stages)
-            per_idea = u["cost_usd"] / h["ideas"] if h["ideas"] else 0.0
+    for h in history:  # LLM use per round, from each stage's materialisation metadata; this
+        # round's feedback_summary is not materialised yet: its use is `total`, computed above
+        u = total if h["round"] == round_key else round_usage(context.instance, str(multi_key(topic, h["round"])),
+                                                                 stages)
         h.update(tokens=int(u["prompt_tokens"] + u["completion_tokens"]), cost_usd=round(u["cost_usd"], 6),
-                 cost_per_idea=round(per_idea, 6))
+                 cost_per_idea=round(u["cost_usd"] / h["ideas"], 6) if h["ideas"] else 0.0)
     png = progress_png(history, spec.metric.name, f"{topic}: progress by round")
     plot_path = under_home("plots", topic) / f"progress-{round_key}.png"
     plot_path.write_bytes(png)
@@ -170,7 +167,7 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
                                                   "reason"])),
         "round_tokens": int(total["prompt_tokens"] + total["completion_tokens"]),
         "round_cost_usd": dg.MetadataValue.float(round(total["cost_usd"], 6)),
-        "cost_per_idea": dg.MetadataValue.float(round(cost_per_idea, 6)),
+        "cost_per_idea": dg.MetadataValue.float(round(total["cost_usd"] / len(rows), 6) if rows else 0.0),
         "rounds": dg.MetadataValue.md(md_table(history, ["round", "ideas", "improvement", "maintenance", "decline",
                                                          "failed", "best", "baseline", "tokens", "cost_usd",
                                                          "cost_per_idea"])),

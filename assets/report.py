@@ -32,7 +32,8 @@ def usage_by_item(calls: Sequence[LLMCall]) -> dict[str | None, Usage]:
     groups: dict[str | None, list[LLMCall]] = {}
     for c in calls:
         groups.setdefault(c.item, []).append(c)
-    return {item: {k: usage_totals(cs)[k] for k in USAGE_KEYS} for item, cs in groups.items()}
+    totals = {item: usage_totals(cs) for item, cs in groups.items()}
+    return {item: {k: t[k] for k in USAGE_KEYS} for item, t in totals.items()}
 
 
 def usage_metadata(calls: Sequence[LLMCall], by_idea: bool = False) -> dict:

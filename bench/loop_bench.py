@@ -110,7 +110,7 @@ def round_rows(instance, topic: str, runs: list[dict]) -> list[dict]:
         run = next((x for x in runs if x["job"] == "research_round" and x["partition"] == pk
                     and x["status"] == "SUCCESS"), {})
         n = r["ideas"] or 1
-        rows.append({**r, "partition": pk, "run_s": run.get("seconds"), "sensor": run.get("sensor"),
+        rows.append({**r, "run_s": run.get("seconds"),
                      "rate": r["improvement"] / n if r["ideas"] else 0.0,
                      "tokens": int(u["prompt_tokens"] + u["completion_tokens"]),
                      "prompt_tokens": int(u["prompt_tokens"]), "completion_tokens": int(u["completion_tokens"]),

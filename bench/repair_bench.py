@@ -34,7 +34,6 @@ from bench.broken_suite import SUITES, load_suite  # noqa: E402
 from bench.common import machine, today, write_section  # noqa: E402
 
 
-
 def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int, fmt: str | None,
                full_verify: bool) -> dict:
     from assets.experimenting import RunTarget, run_once, run_with_repair

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from assets.experimenting import (NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE, RunTarget, default_repair_format,
-                                  run_with_repair)
+from assets.experimenting import RunTarget, default_repair_format, run_with_repair
+from assets.patching import NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE
 from assets.tracebacks import MARK, format_frames, own_frames
 from resources.paths import REPO_ROOT
 from resources.runner import Runner

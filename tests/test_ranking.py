@@ -192,12 +192,6 @@ class ReplayServer:
         self.srv.close()
 
 
-def _need_exchanges(data) -> None:
-    if not data["exchanges"]:  # the first recorder patched a client instance and captured nothing
-        pytest.skip("tests/fixtures/ranking/pointcloud_8.json holds no recorded exchanges yet: "
-                    "run tests/fixtures/ranking/record.py against the local model")
-
-
 @pytest.fixture(scope="module")
 def recorded():
     data = json.loads(FIXTURE.read_text())
@@ -214,7 +208,6 @@ def test_recorded_answers_attribute_mode(home, recorded):
     """The local model's real answers (8 papers, 4 per request): its relevance calls every 3D paper
     relevant; the paper's own output, compared in code, drops detection / completion / registration."""
     data, brief, papers = recorded
-    _need_exchanges(data)
     with ReplayServer(data["exchanges"]) as srv:
         scores = rank_papers(brief, papers, _llm(srv.base_url), mode="attributes", batch=data["batch"])
     assert not srv.unknown, "a request differs from the recording (prompt or schema changed?): re-record"
@@ -240,7 +233,6 @@ def test_recorded_answers_attribute_mode(home, recorded):
 def test_recorded_answers_naive_mode_keeps_the_distractors(home, recorded):
     """The same recorded relevance answers, scored naively: DOLPHIN's failure reproduced."""
     data, brief, papers = recorded
-    _need_exchanges(data)
     with ReplayServer(data["exchanges"]) as srv:
         naive = rank_papers(brief, papers, _llm(srv.base_url), mode="naive", batch=data["batch"])
     assert not srv.unknown and srv.requests == 8
