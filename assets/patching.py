@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import ast
 import difflib
+import io
 import re
 import textwrap
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,6 +222,25 @@ def _text(node: ast.stmt, lines: list[str]) -> str:
     return "\n".join(lines[a:b])
 
 
+def _bare(text: str) -> str:
+    """`text` without comments, blank lines and indentation: what similarity is measured on
+    (the small model annotates its fixes, "x = x.max(dim=2)[0]  # <-- fix", and a comment can
+    outweigh the code it sits on)."""
+    lines = textwrap.dedent(text).splitlines()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                row, col = tok.start
+                lines[row - 1] = lines[row - 1][:col]
+    except (tokenize.TokenError, SyntaxError):  # a fragment tokenize cannot finish: keep what was cut so far
+        pass
+    return "\n".join(l.strip() for l in lines if l.strip())
+
+
+def _similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, _bare(a), _bare(b)).ratio()
+
+
 def _reindent(block: list[str], have: int, want: str) -> list[str]:
     return [want + l[have:] if l[:have].strip() == "" and l.strip() else (want + l.lstrip() if l.strip() else "")
             for l in block]
@@ -259,8 +280,11 @@ class _Merge:
     def _pick(self, node: ast.stmt, candidates: list[ast.stmt]) -> ast.stmt | None:
         if not candidates:
             return None
-        want = _text(node, self.new)
-        return max(candidates, key=lambda c: difflib.SequenceMatcher(None, want, _text(c, self.src)).ratio())
+        return max(candidates, key=lambda c: self.similarity(node, c))
+
+    def similarity(self, node: ast.stmt, old: ast.stmt) -> float:
+        """How alike a statement of the answer and one of the file are (comments ignored)."""
+        return _similarity(_text(node, self.new), _text(old, self.src))
 
     def match(self, node: ast.stmt, pool: list[ast.stmt], used: set[int]) -> ast.stmt | None:
         free = [s for s in pool if id(s) not in used]
@@ -272,9 +296,7 @@ class _Merge:
         key = _key(node, self.new)
         hit = self._pick(node, [s for s in free if _key(s, self.src) == key])
         if hit is None and isinstance(node, _COMPOUND):
-            want = _text(node, self.new)
-            scored = [(difflib.SequenceMatcher(None, want, _text(s, self.src)).ratio(), i, s)
-                      for i, s in enumerate(free) if type(s) is type(node)]
+            scored = [(self.similarity(node, s), i, s) for i, s in enumerate(free) if type(s) is type(node)]
             best = max(scored, default=None, key=lambda t: (t[0], -t[1]))
             hit = best[2] if best and best[0] >= _SIMILAR else None
         return hit
@@ -297,7 +319,7 @@ class _Merge:
         best = self._pick(node, cands)
         if best is None:
             return None
-        ratio = difflib.SequenceMatcher(None, _text(node, self.new).strip(), _text(best, self.src).strip()).ratio()
+        ratio = self.similarity(node, best)
         return best if ratio >= (_SIMILAR if key == ("return",) else _SEGMENT_SIMILAR) else None
 
     def body(self, src_body: list[ast.stmt], new_body: list[ast.stmt], indent: str, *, module: bool,
@@ -317,10 +339,19 @@ class _Merge:
             taken = [_span(s) for s in src_body if id(s) in used]
             inner: set[int] = set()
             for i, node in enumerate(new_body):
-                if matched[i] is None and isinstance(node, _SIMPLE) and not _is_placeholder(node) \
-                        and not _is_doc(node) and (hit := self.nested(node, src_body, taken, inner)) is not None:
-                    inner.add(id(hit))
-                    matched[i] = hit
+                top = matched[i]
+                if not isinstance(node, _SIMPLE) or _is_placeholder(node) or _is_doc(node) \
+                        or (top is not None and not isinstance(top, _SIMPLE)):
+                    continue
+                hit = self.nested(node, src_body, taken, inner)
+                # `train_loss = ...` may match a top-level line by its target and a line inside the
+                # training loop as well: the one the answer resembles more is meant
+                if hit is None or (top is not None and self.similarity(node, top) >= self.similarity(node, hit)):
+                    continue
+                if top is not None:
+                    used.discard(id(top))
+                inner.add(id(hit))
+                matched[i] = hit
         methods = {}  # a method returned alone at the top level: its class's method of that name
         if module:
             for c in src_body:

@@ -366,3 +366,31 @@ def test_lone_statement_unlike_any_line_is_not_applied():
     with pytest.raises(EditError) as e:
         apply("totally_new_name = compute_something_else(42)\n")
     assert e.value.status == "not_applied"
+
+
+def test_annotated_lone_line_still_finds_its_line_in_a_method():
+    """Recorded (1.5B, max_without_values): a trailing comment made the line look unlike the one
+    it fixes; similarity ignores comments."""
+    code = variant_code("max_without_values")
+    answer = "```python\nx = x.max(dim=2)[0]  # <-- fix the error by taking the max value only\n```"
+    new = apply_edit(code, answer, "functions").code
+    assert "        x = x.max(dim=2)[0]  # <-- fix the error by taking the max value only\n" in new
+    assert "x = x.max(dim=2)                      #" not in new
+    assert new.count("x = x.max(") == 1
+
+
+def test_lone_line_prefers_the_loop_line_it_resembles_over_a_top_level_one_with_its_target():
+    """Recorded (1.5B, loss_tensor_in_numpy): the fix of the in-loop `train_loss = ...` went to the
+    top-level `train_loss = float("nan")` because top-level targets were matched first."""
+    code = variant_code("loss_tensor_in_numpy")
+    answer = "```python\ntrain_loss = float(np.mean([l.item() for l in losses]))\n```"
+    new = apply_edit(code, answer, "functions").code
+    assert 'train_loss = float("nan")\n' in new
+    assert "    train_loss = float(np.mean([l.item() for l in losses]))\n" in new
+    assert "train_loss = float(np.mean(losses))" not in new
+
+
+def test_lone_line_like_the_top_level_one_stays_top_level():
+    code = variant_code("loss_tensor_in_numpy")
+    new = apply_edit(code, '```python\ntrain_loss = float("inf")\n```', "functions").code
+    assert 'train_loss = float("inf")\n' in new and "    train_loss = float(np.mean(losses))" in new
