@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from assets.error_notes import error_notes
 from assets.honesty import honesty_problems
 from assets.patching import WHOLE_FILE_RETRIES, EditError, apply_edit, check_compiles, complete_resampled, status_of
 from assets.prompts import patching as prompts
@@ -109,7 +110,8 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     return Attempt(attempt=attempt, command=cmd, exit_code=res.exit_code, timed_out=res.timed_out,
                    duration_s=round(res.duration_s, 2), stdout_tail=res.stdout_tail[-2000:],
                    stderr_tail=stderr[-3000:], error=error, frames=frames,
-                   local_structure=local_structure(frames, ws, mark=True) if frames else "", metrics=metrics)
+                   local_structure=local_structure(frames, ws, mark=True) if frames else "",
+                   error_notes=error_notes(error, frames, ws) if frames else "", metrics=metrics)
 
 
 def default_repair_format(llm, edit_format: str) -> str:
@@ -144,7 +146,8 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     error = error_report(a, mode)
     fmt = edit_format if check_compiles(current, target.code_file) is None else "whole"
     if mode == "structure" and not a.timed_out:
-        res = llm.complete(prompts.analyse(current, target.code_file, error, a.local_structure, title),
+        res = llm.complete(prompts.analyse(current, target.code_file, error, a.local_structure, title,
+                                           notes=a.error_notes),
                            stage="debug_analysis", max_tokens=ANALYSIS_TOKENS, max_retries=0, item=item)
         a.analysis = (res.text or "").strip()[:1500] if res.ok else ""
 
@@ -163,7 +166,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
         return edit
 
     messages = prompts.fix(current, target.code_file, fmt, error, a.local_structure, title, mode=mode,
-                           analysis=a.analysis, generic=target.metric is None)
+                           analysis=a.analysis, generic=target.metric is None, notes=a.error_notes)
     res, a.fix_resamples = complete_resampled(llm, messages, stage="debug", parse=parse,
                                               max_tokens=MAX_TOKENS.get(fmt, 900), max_retries=WHOLE_FILE_RETRIES,
                                               item=item)

@@ -174,6 +174,7 @@ def track_idea(tracker: Tracker, spec: TopicSpec, idea: FilteredIdea, patch: Pat
             metrics={**a.metrics, "duration_s": a.duration_s},
             texts={"stdout_tail.txt": a.stdout_tail, "stderr_tail.txt": a.stderr_tail, "fix.diff": a.fix_diff,
                    "local_structure.txt": a.local_structure,
+                   "error_notes.txt": a.error_notes,
                    "final_info.json": info.read_text() if info.is_file() else ""},
             parent_id=run_id, failed=a.error is not None)
     return run_id

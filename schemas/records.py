@@ -128,6 +128,7 @@ class Attempt(BaseModel):
     error: str | None = None
     frames: list[TraceFrame] = []
     local_structure: str = ""
+    error_notes: str = ""           # what the error means + definitions of the names it is about (assets/error_notes.py)
     analysis: str = ""              # the LLM's error-related code structure ("structure" debugging)
     fix_status: str | None = None   # ok | not_applied | no_op | syntax_error | dishonest | llm_failed
     fix_error: str | None = None    # why the repair after this attempt failed
