@@ -10,6 +10,7 @@ honesty check (assets/honesty.py) before it runs. The same loop serves a topic's
 by the hash of the code they ran, so a killed and re-run round does not repeat them."""
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import shutil
@@ -135,19 +136,44 @@ def error_report(a: Attempt, mode: str) -> str:
     return (tb[-2500:] if tb else a.stderr_tail[-1500:]) or a.error or "the script failed"
 
 
+# errors that say the code itself refers to something that is not there: when one surfaces at a
+# line the last fix wrote, that fix broke the script rather than moved its error on
+BROKEN_BY_FIX = ("NameError", "UnboundLocalError", "AttributeError", "ImportError", "ModuleNotFoundError",
+                 "SyntaxError", "IndentationError", "RecursionError")
+
+
+def written_lines(old: str, new: str) -> set[int]:
+    """1-based numbers of the lines of `new` that an edit of `old` wrote (inserted or replaced)."""
+    sm = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    return {j + 1 for tag, _, _, j1, j2 in sm.get_opcodes() if tag in ("replace", "insert") for j in range(j1, j2)}
+
+
+def broken_by_fix(before: Attempt, after: Attempt, old_code: str, new_code: str, code_file: str) -> bool:
+    """Did the fix from `old_code` (run as `before`) to `new_code` (run as `after`) break the
+    script: a new error of a BROKEN_BY_FIX kind, raised in a line the fix wrote?"""
+    if after.error is None or after.timed_out or after.error == before.error or not after.frames:
+        return False
+    kind = after.error.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    inner = after.frames[-1]
+    return kind in BROKEN_BY_FIX and inner.file == code_file and inner.line in written_lines(old_code, new_code)
+
+
 def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, mode: str, edit_format: str,
-           title: str = "", honesty: bool = True, item: str | None = None) -> str | None:
-    """Ask the LLM to fix the failure recorded in `a`; fills a.analysis, a.fix_status,
-    a.fix_diff, a.fix_error. Returns the repaired code, or None when no usable fix came back.
-    `item`: the idea the LLM calls are accounted to.
+           title: str = "", honesty: bool = True, item: str | None = None, failed: Attempt | None = None,
+           rejected: str = "") -> str | None:
+    """Ask the LLM to fix the failure recorded in `failed` (default: `a`) of the code `current`;
+    fills a.analysis, a.fix_status, a.fix_diff, a.fix_error. Returns the repaired code, or None
+    when no usable fix came back. `item`: the idea the LLM calls are accounted to; `rejected`: a
+    fix already tried on `current` that made things worse (shown so it is not proposed again).
     A fix must apply in `edit_format` (a file that does not parse is rewritten whole) and,
     with `honesty`, keep what `reference` (the code the loop started from) trains, evaluates
     and writes."""
-    error = error_report(a, mode)
+    f = failed or a
+    error = error_report(f, mode)
     fmt = edit_format if check_compiles(current, target.code_file) is None else "whole"
-    if mode == "structure" and not a.timed_out:
-        res = llm.complete(prompts.analyse(current, target.code_file, error, a.local_structure, title,
-                                           notes=a.error_notes),
+    if mode == "structure" and not f.timed_out:
+        res = llm.complete(prompts.analyse(current, target.code_file, error, f.local_structure, title,
+                                           notes=f.error_notes),
                            stage="debug_analysis", max_tokens=ANALYSIS_TOKENS, max_retries=0, item=item)
         a.analysis = (res.text or "").strip()[:1500] if res.ok else ""
 
@@ -159,14 +185,15 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
                 raise
             # the small model often returns the faulty line itself: say what that means
             raise EditError("no_op", "the code you returned is already in the file, unchanged, so running it "
-                            f"fails again with: {(a.error or '')[:200]}. Return it changed so that this error "
+                            f"fails again with: {(f.error or '')[:200]}. Return it changed so that this error "
                             "cannot happen") from None
         if honesty and (problems := honesty_problems(reference, edit.code, target.metric)):
             raise EditError("dishonest", "the fix " + "; ".join(problems) + ": fix the error instead")
         return edit
 
-    messages = prompts.fix(current, target.code_file, fmt, error, a.local_structure, title, mode=mode,
-                           analysis=a.analysis, generic=target.metric is None, notes=a.error_notes)
+    messages = prompts.fix(current, target.code_file, fmt, error, f.local_structure, title, mode=mode,
+                           analysis=a.analysis, generic=target.metric is None, notes=f.error_notes,
+                           rejected=rejected)
     res, a.fix_resamples = complete_resampled(llm, messages, stage="debug", parse=parse,
                                               max_tokens=MAX_TOKENS.get(fmt, 900), max_retries=WHOLE_FILE_RETRIES,
                                               item=item)
@@ -203,6 +230,7 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
     attempts: list[Attempt] = []
     current = code
     reason = None
+    base: tuple[str, Attempt] | None = None  # the code the last fix was made from, and its run
     for n in range(1, max_repairs + 2):
         a = run_once(target, current, runner, workdir, n, env=env)
         attempts.append(a)
@@ -211,8 +239,16 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
             reason = a.error
             notify(a)
             break
-        fixed = repair(a, current, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
-                       honesty=honesty, item=idea_id)
+        source, failed, rejected = current, a, ""
+        if base is not None and broken_by_fix(base[1], a, base[0], current, target.code_file):
+            # the last fix broke the script: fix the code from before it, and say what not to do
+            source, failed = base
+            a.reverted = True
+            rejected = f"{base[1].fix_diff[-1500:]}\nWith it, the script failed with: {a.error}"
+            log(f"{idea_id}: the fix before attempt {n} broke the script ({a.error}): repairing the code from before it")
+        fixed = repair(a, source, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
+                       honesty=honesty, item=idea_id, failed=failed, rejected=rejected)
+        base = (source, a if failed is a else failed.model_copy(update={"fix_diff": a.fix_diff}))
         notify(a)
         if fixed is None:
             reason = f"{a.error}; the repair failed: {a.fix_error}"

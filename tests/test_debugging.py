@@ -349,3 +349,41 @@ def test_a_no_op_fix_is_asked_again_sampled(script, tmp_path):
     llm = FakeLLM(fix=DISHONEST)
     repair_loop(script, llm, tmp_path / "dishonest", mode="traceback")
     assert llm.stages() == ["debug"]
+
+
+# -- a fix that breaks the script is undone ------------------------------------------------
+
+def test_written_lines_and_broken_by_fix():
+    from assets.experimenting import broken_by_fix, written_lines
+    from schemas.records import Attempt, TraceFrame
+
+    old, new = "a = 1\nb = 2\nc = 3\n", "a = 1\nb = two\nextra = 0\nc = 3\n"
+    assert written_lines(old, new) == {2, 3}
+
+    def run(error, line, file="x.py"):
+        return Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
+                       frames=[TraceFrame(file=file, line=line, function="<module>", code="")])
+
+    before = run("ValueError: bad", 3)
+    assert broken_by_fix(before, run("NameError: name 'two' is not defined", 2), old, new, "x.py")
+    assert not broken_by_fix(before, run("NameError: name 'two' is not defined", 4), old, new, "x.py")  # not its line
+    assert not broken_by_fix(before, run("RuntimeError: shapes", 2), old, new, "x.py")  # an error moved on
+    assert not broken_by_fix(before, run("NameError: name 'two' is not defined", 2, "y.py"), old, new, "x.py")
+    assert not broken_by_fix(before, run("ValueError: bad", 2), old, new, "x.py")  # the same error
+
+
+def test_a_fix_that_breaks_the_script_is_undone_and_named_in_the_next_prompt(script, tmp_path):
+    breaking = "```python\ndef total(values):\n    return scale(valus, 2)\n```"
+    llm = FakeLLM(fix=[breaking, FIX])
+    res = repair_loop(script, llm, tmp_path, mode="structure", max_repairs=2)
+    assert res.status == "success" and res.n_attempts == 3
+    first, second = res.attempts[0], res.attempts[1]
+    assert not first.reverted and second.reverted
+    assert "name 'valus' is not defined" in second.error
+    fixes = [m for s, m in llm.requests if s == "debug"]
+    shown = fixes[1][0]["content"]  # the code the second fix is asked for: from before the breaking fix
+    assert "scale(values, 2)" in shown and "valus" not in shown
+    asked = fixes[1][-1]["content"]
+    assert "tried already and made things worse" in asked and "scale(valus, 2)" in asked
+    assert "name 'factr' is not defined" in asked  # the error of the code it fixes, not the broken fix's
+    assert "* factor" in res.final_code and "scale(values, 2)" in res.final_code

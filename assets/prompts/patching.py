@@ -97,11 +97,14 @@ def analyse(code: str, filename: str, error: str, structure: str, title: str = "
 
 def fix(code: str, filename: str, edit_format: str, error: str, structure: str, title: str,
         with_structure: bool = True, *, mode: str | None = None, analysis: str = "",
-        generic: bool = False, notes: str = "") -> list[dict]:
+        generic: bool = False, notes: str = "", rejected: str = "") -> list[dict]:
     """Step 2 (or the only step): propose the fix. `mode` overrides `with_structure`; with
     `generic` (a plain script, not a topic) the rules speak of the script, not final_info.json."""
     mode = mode or ("structure" if with_structure else "traceback")
     note = f"\nAnalysis of the error:\n{analysis.strip()}\n" if mode == "structure" and analysis.strip() else ""
+    if rejected.strip():
+        note += ("\nThis fix was tried already and made things worse; do not propose it again:\n"
+                 f"{rejected.strip()}\n")
     return [
         {"role": "system", "content": _system(code, filename)},
         {"role": "user", "content": (
