@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = {"pointcloud": "pointcloud_classification"}
+SUITES = {"pointcloud": "pointcloud_classification", "image": "image_classification",
+          "sentiment": "sentiment_classification"}
 
 
 class SuiteError(ValueError):

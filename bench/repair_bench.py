@@ -10,7 +10,8 @@ FULL_VERIFY=1 every repaired file is also run with the topic's full `run` comman
 LLM time is scarce: the LLM cache lives in a fixed DAGSTER_HOME (/tmp/rl_repair_home), so a
 re-run with unchanged prompts costs no model time, and the bench stops starting variants after
 DEADLINE_MIN minutes. Results: bench/repair_results.json and the "repair" section of
-bench/RESULTS.md.
+bench/RESULTS.md (held-out suites of the other templates, SUITE=image | sentiment:
+bench/repair_results_<suite>.json and section "repair-<suite>").
 
   .venv/bin/python bench/repair_bench.py                     # structure vs traceback, all variants
   MODES=structure,traceback,error ONLY=missing_attribute,cuda_on_cpu .venv/bin/python bench/repair_bench.py
@@ -128,7 +129,7 @@ def main() -> None:
     full_verify = os.environ.get("FULL_VERIFY", "") == "1"
     deadline = time.monotonic() + 60 * float(os.environ.get("DEADLINE_MIN", "40"))
     only = [x for x in os.environ.get("ONLY", "").split(",") if x]
-    out_json = Path(os.environ.get("OUT", ROOT / "bench" / "repair_results.json"))
+    out_json = Path(os.environ.get("OUT", ROOT / "bench" / f"repair_results{suffix(suite)}.json"))
     spec = load_topic(resolve_topic_dir(SUITES[suite]))
     llm, runner = LLM(), Runner()
     from assets.experimenting import default_repair_format
@@ -160,7 +161,8 @@ def render(d: dict) -> str:
     rows, modes = d["rows"], d["modes"]
     n = d["variants"] - len(d["skipped"])
     return "\n".join([
-        f"## Repair rate on the broken suite ({d['date']}, {d['machine']})",
+        f"## Repair rate on the broken suite" + ("" if d["suite"] == "pointcloud" else f" `{d['suite']}` (held out)")
+        + f" ({d['date']}, {d['machine']})",
         "",
         f"`bench/repair_bench.py`: {n} broken variants of `{d['topic']}` (bench/broken/{d['suite']}/manifest.jsonl), "
         f"model `{d['model']}`, edit format `{d['format']}`, up to {d['max_repairs']} repair(s) each "
@@ -179,10 +181,15 @@ def render(d: dict) -> str:
     ])
 
 
+def suffix(suite: str) -> str:
+    """The pointcloud suite is the main one ("repair"); a held-out suite gets its own section and file."""
+    return "" if suite == "pointcloud" else f"_{suite}"
+
+
 def publish(data: dict) -> None:
     body = render(data)
     if os.environ.get("NO_WRITE") != "1":
-        write_section("repair", body)
+        write_section("repair" + suffix(data.get("suite", "pointcloud")).replace("_", "-"), body)
     print(body)
 
 
