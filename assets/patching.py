@@ -250,6 +250,32 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def _self_targets(node: ast.stmt) -> list[str]:
+    """The attributes `self.X = ...` sets (empty unless every target is one)."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+        node, (ast.AnnAssign, ast.AugAssign)) else []
+    attrs = [t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+             and t.value.id == "self"]
+    return attrs if targets and len(attrs) == len(targets) else []
+
+
+def _init_reading(node: ast.stmt, src_body: list[ast.stmt]) -> ast.FunctionDef | None:
+    """For a lone `self.X = ...`: the __init__ of the one class that reads self.X without setting it."""
+    attrs = set(_self_targets(node))
+    if not attrs:
+        return None
+    found = []
+    for cls in (c for c in src_body if isinstance(c, ast.ClassDef)):
+        init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
+        reads = {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                 and isinstance(n.value, ast.Name) and n.value.id == "self"}
+        sets = {a for m in ast.walk(cls) if isinstance(m, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                for a in _self_targets(m)}
+        if init is not None and attrs <= reads and not attrs & sets:
+            found.append(init)
+    return found[0] if len(found) == 1 else None
+
+
 class _Merge:
     """Edits (non-overlapping line-range replacements and insertions) of the source."""
 
@@ -399,6 +425,10 @@ class _Merge:
             elif not module and src_body:
                 at, indent_here = _span(src_body[1] if _is_doc(src_body[0]) and len(src_body) > 1
                                         else src_body[0])[0], indent
+            elif module and (init := _init_reading(node, src_body)) is not None:
+                # `self.classifier = nn.Linear(...)` alone: the attribute a class uses but never sets
+                last = init.body[-1]
+                at, indent_here = _span(last)[1], " " * last.col_offset
             else:
                 line = self.new[node.lineno - 1].strip()
                 raise EditError("not_applied", f"the top-level statement {line[:80]!r} matches nothing in the "

@@ -394,3 +394,21 @@ def test_lone_line_like_the_top_level_one_stays_top_level():
     code = variant_code("loss_tensor_in_numpy")
     new = apply_edit(code, '```python\ntrain_loss = float("inf")\n```', "functions").code
     assert 'train_loss = float("inf")\n' in new and "    train_loss = float(np.mean(losses))" in new
+
+
+def test_lone_self_attribute_goes_into_the_init_of_the_class_that_reads_it():
+    """Recorded (1.5B, missing_attribute): forward calls self.classifier, which __init__ never sets;
+    the model answered with the missing assignment alone."""
+    code = variant_code("missing_attribute")
+    new = apply_edit(code, "```python\nself.classifier = nn.Linear(c_in, n_classes)\n```", "functions").code
+    lines = new.splitlines()
+    i = lines.index("        self.classifier = nn.Linear(c_in, n_classes)")
+    assert lines[i - 1].strip() == "nn.Linear(128, n_classes))"  # the last statement of __init__ ends there
+    assert "def forward" in lines[i + 2]
+    compile(new, "experiment.py", "exec")
+
+
+def test_lone_self_attribute_nobody_reads_is_still_not_applied():
+    code = variant_code("missing_attribute")
+    with pytest.raises(EditError, match="not_applied"):
+        apply_edit(code, "```python\nself.unused = 3\n```", "functions")
