@@ -160,11 +160,12 @@ def broken_by_fix(before: Attempt, after: Attempt, old_code: str, new_code: str,
 
 def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, mode: str, edit_format: str,
            title: str = "", honesty: bool = True, item: str | None = None, failed: Attempt | None = None,
-           rejected: str = "") -> str | None:
+           rejected: str = "", ask_round: int = 0) -> str | None:
     """Ask the LLM to fix the failure recorded in `failed` (default: `a`) of the code `current`;
     fills a.analysis, a.fix_status, a.fix_diff, a.fix_error. Returns the repaired code, or None
     when no usable fix came back. `item`: the idea the LLM calls are accounted to; `rejected`: a
-    fix already tried on `current` that made things worse (shown so it is not proposed again).
+    fix already tried on `current` that made things worse (shown so it is not proposed again);
+    `ask_round` > 0: earlier repairs of this failure brought no usable fix (asked again, sampled).
     A fix must apply in `edit_format` (a file that does not parse is rewritten whole) and,
     with `honesty`, keep what `reference` (the code the loop started from) trains, evaluates
     and writes."""
@@ -194,9 +195,9 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     messages = prompts.fix(current, target.code_file, fmt, error, f.local_structure, title, mode=mode,
                            analysis=a.analysis, generic=target.metric is None, notes=f.error_notes,
                            rejected=rejected)
-    res, a.fix_resamples = complete_resampled(llm, messages, stage="debug", parse=parse,
-                                              max_tokens=MAX_TOKENS.get(fmt, 900), max_retries=WHOLE_FILE_RETRIES,
-                                              item=item)
+    res, resamples = complete_resampled(llm, messages, stage="debug", parse=parse, max_tokens=MAX_TOKENS.get(fmt, 900),
+                                        max_retries=WHOLE_FILE_RETRIES, item=item, round=ask_round)
+    a.fix_resamples += resamples
     if not res.ok:
         a.fix_status, a.fix_error = status_of(res.error), res.error
         return None
@@ -230,12 +231,13 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
     attempts: list[Attempt] = []
     current = code
     reason = None
+    asked = 0  # repairs asked for: the budget; a repair that brought no usable fix counts too
     base: tuple[str, Attempt] | None = None  # the code the last fix was made from, and its run
     for n in range(1, max_repairs + 2):
         a = run_once(target, current, runner, workdir, n, env=env)
         attempts.append(a)
         log(f"{idea_id}: attempt {n}: " + ("ok " + json.dumps(a.metrics) if a.error is None else a.error))
-        if a.error is None or n > max_repairs:
+        if a.error is None or asked >= max_repairs:
             reason = a.error
             notify(a)
             break
@@ -246,15 +248,20 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
             a.reverted = True
             rejected = f"{base[1].fix_diff[-1500:]}\nWith it, the script failed with: {a.error}"
             log(f"{idea_id}: the fix before attempt {n} broke the script ({a.error}): repairing the code from before it")
-        fixed = repair(a, source, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
-                       honesty=honesty, item=idea_id, failed=failed, rejected=rejected)
+        fixed = None
+        while fixed is None and asked < max_repairs:  # an unusable answer: ask again (sampled) while budget is left
+            fixed = repair(a, source, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
+                           honesty=honesty, item=idea_id, failed=failed, rejected=rejected, ask_round=a.fix_rounds)
+            asked += 1
+            a.fix_rounds += 1
+            if fixed is None:
+                log(f"{idea_id}: repair {asked} failed: {a.fix_error}")
         base = (source, a if failed is a else failed.model_copy(update={"fix_diff": a.fix_diff}))
         notify(a)
         if fixed is None:
             reason = f"{a.error}; the repair failed: {a.fix_error}"
-            log(f"{idea_id}: repair {n} failed: {a.fix_error}")
             break
-        log(f"{idea_id}: repair {n} applied ({a.fix_diff.count(chr(10))} diff lines)")
+        log(f"{idea_id}: repair {asked} applied ({a.fix_diff.count(chr(10))} diff lines)")
         current = fixed
     last = attempts[-1]
     if last.error is None:

@@ -48,16 +48,23 @@ NO_OP_RESAMPLES = 2          # an edit that changed nothing is asked again, samp
 RESAMPLE_TEMPERATURE = 0.8
 
 
-def complete_resampled(llm, messages: list[dict], *, resample_on: tuple[str, ...] = ("no_op",), **kw):
+def complete_resampled(llm, messages: list[dict], *, resample_on: tuple[str, ...] = ("no_op",), round: int = 0,
+                       **kw):
     """llm.complete(messages, **kw); when the answer failed with one of the `resample_on` edit
     statuses, the same question again with sampling (temperature RESAMPLE_TEMPERATURE, seeds
     1..NO_OP_RESAMPLES, no retries each). Near-greedy decoding makes the small model repeat its
-    answer however the error is put to it. Returns (result, resamples asked)."""
-    res = llm.complete(messages, **kw)
-    k = 0
-    while not res.ok and status_of(res.error) in resample_on and k < NO_OP_RESAMPLES:
+    answer however the error is put to it. `round` k > 0 asks the same question once more after
+    earlier rounds failed: sampled from the start, with seeds no earlier round used.
+    Returns (result, resamples asked)."""
+    if round == 0:
+        res, k = llm.complete(messages, **kw), 0
+    else:
+        first = round * (NO_OP_RESAMPLES + 1)
+        res, k = llm.complete(messages, **{**kw, "temperature": RESAMPLE_TEMPERATURE, "seed": first}), 1
+    while not res.ok and status_of(res.error) in resample_on and k < NO_OP_RESAMPLES + (round > 0):
         k += 1
-        res = llm.complete(messages, **{**kw, "max_retries": 0, "temperature": RESAMPLE_TEMPERATURE, "seed": k})
+        seed = k if round == 0 else round * (NO_OP_RESAMPLES + 1) + k - 1
+        res = llm.complete(messages, **{**kw, "max_retries": 0, "temperature": RESAMPLE_TEMPERATURE, "seed": seed})
     return res, k
 
 

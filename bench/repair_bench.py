@@ -49,7 +49,8 @@ def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int,
     calls = llm.calls()[n0:]
     row = {
         "name": variant["name"], "kind": variant["kind"], "mode": mode, "fixed": res.status == "success",
-        "runs": res.n_attempts, "repairs": sum(a.fix_status is not None for a in res.attempts),
+        "runs": res.n_attempts, "repairs": sum(a.fix_rounds for a in res.attempts),
+        "reverted": sum(a.reverted for a in res.attempts),
         "fix_statuses": [a.fix_status for a in res.attempts if a.fix_status],
         "resamples": sum(a.fix_resamples for a in res.attempts),
         "first_error": res.attempts[0].error, "last_error": res.attempts[-1].error,
@@ -97,9 +98,9 @@ def table(rows: list[dict], modes: list[str]) -> str:
 def summary(rows: list[dict], modes: list[str]) -> str:
     """Per mode: repair rate and the cost of the LLM calls that were not served from the cache
     (a cache hit records no tokens and no time)."""
-    out = ["| mode | repaired | honesty rejections | repairs asked | LLM calls per repair | "
-           "s per LLM call | output tokens per LLM call | prompt tokens per LLM call |",
-           "|---|---|---|---|---|---|---|---|"]  # a call counts its retry
+    out = ["| mode | repaired | within 2 repairs | honesty rejections | repairs asked | fixes undone | "
+           "LLM calls per repair | s per LLM call | output tokens per LLM call | prompt tokens per LLM call |",
+           "|---|---|---|---|---|---|---|---|---|---|"]  # a call counts its retry
     for m in modes:
         rs = [r for r in rows if r["mode"] == m]
         if not rs:
@@ -107,7 +108,9 @@ def summary(rows: list[dict], modes: list[str]) -> str:
         asked = sum(r["repairs"] for r in rs) or 1
         fresh = sum(r["llm_calls"] - r["cached_calls"] for r in rs) or 1
         dishonest = sum(s == "dishonest" for r in rs for s in r["fix_statuses"])
-        out.append(f"| {m} | {sum(r['fixed'] for r in rs)}/{len(rs)} | {dishonest} | {asked} | "
+        within2 = sum(r["fixed"] and r["repairs"] <= 2 for r in rs)
+        out.append(f"| {m} | {sum(r['fixed'] for r in rs)}/{len(rs)} | {within2}/{len(rs)} | {dishonest} | {asked} | "
+                   f"{sum(r.get('reverted', 0) for r in rs)} | "
                    f"{sum(r['llm_calls'] for r in rs) / asked:.1f} | {sum(r['llm_s'] for r in rs) / fresh:.0f} | "
                    f"{sum(r['completion_tokens'] for r in rs) / fresh:.0f} | {sum(r['prompt_tokens'] for r in rs) / fresh:.0f} |")
     return "\n".join(out)

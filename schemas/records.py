@@ -134,6 +134,7 @@ class Attempt(BaseModel):
     fix_error: str | None = None    # why the repair after this attempt failed
     fix_diff: str = ""
     fix_resamples: int = 0          # sampled re-asks after fixes that changed nothing
+    fix_rounds: int = 0             # repairs asked after this attempt (each counts against the budget; >1: unusable answers)
     reverted: bool = False          # the fix before this attempt broke the script; the next fix starts from the code before it
     metrics: dict[str, float] = {}
 

@@ -339,16 +339,26 @@ def test_a_no_op_fix_is_asked_again_sampled(script, tmp_path):
     assert res.status == "success" and res.attempts[0].fix_status == "ok" and res.attempts[0].fix_resamples == 1
     assert llm.stages() == ["debug", "debug"] and llm.requests[0][1] == llm.requests[1][1]   # the same question
     assert llm.sampling[0] == (None, None) and llm.sampling[1] == (RESAMPLE_TEMPERATURE, 1)
-    # always unchanged: the greedy call and NO_OP_RESAMPLES sampled ones, then the repair fails
+    # always unchanged: the greedy call and NO_OP_RESAMPLES sampled ones; that repair brought nothing
+    # usable, so the second repair of the budget asks again, sampled with new seeds, without re-running
     llm = FakeLLM(fix=unchanged)
-    res = repair_loop(script, llm, tmp_path / "again", mode="traceback")
-    assert res.status == "failed" and res.attempts[0].fix_status == "no_op"
-    assert llm.stages() == ["debug"] * (1 + NO_OP_RESAMPLES) and res.attempts[0].fix_resamples == NO_OP_RESAMPLES
-    assert [s for _, s in llm.sampling] == [None, *range(1, NO_OP_RESAMPLES + 1)]
-    # an answer that is wrong in another way is not resampled
+    res = repair_loop(script, llm, tmp_path / "again", mode="traceback", max_repairs=2)
+    assert res.status == "failed" and res.n_attempts == 1 and res.attempts[0].fix_status == "no_op"
+    per_round = 1 + NO_OP_RESAMPLES
+    assert llm.stages() == ["debug"] * 2 * per_round and res.attempts[0].fix_rounds == 2
+    assert res.attempts[0].fix_resamples == 2 * per_round - 1
+    assert [s for _, s in llm.sampling] == [None, *range(1, 2 * per_round)]
+    assert {t for t, _ in llm.sampling[1:]} == {RESAMPLE_TEMPERATURE}
+    # a budget of one repair: one round only
+    llm = FakeLLM(fix=unchanged)
+    repair_loop(script, llm, tmp_path / "once", mode="traceback", max_repairs=1)
+    assert len(llm.stages()) == per_round
+    # an answer that is wrong in another way is not resampled within its repair; the next repair of
+    # the budget asks once more, sampled
     llm = FakeLLM(fix=DISHONEST)
-    repair_loop(script, llm, tmp_path / "dishonest", mode="traceback")
-    assert llm.stages() == ["debug"]
+    res = repair_loop(script, llm, tmp_path / "dishonest", mode="traceback", max_repairs=2)
+    assert llm.stages() == ["debug", "debug"] and llm.sampling[1] == (RESAMPLE_TEMPERATURE, per_round)
+    assert res.attempts[0].fix_status == "dishonest" and res.n_attempts == 1
 
 
 # -- a fix that breaks the script is undone ------------------------------------------------

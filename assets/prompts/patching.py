@@ -72,23 +72,25 @@ def implement(code: str, filename: str, edit_format: str, title: str, summary: s
     ]
 
 
-def _failure(error: str, structure: str, title: str, mode: str, notes: str = "") -> str:
-    """The shared head of the debugging prompts (same prefix: the server reuses its cache).
-    In "structure" mode: the local code structure, then the notes on the error (what it means,
-    the definitions of the names it is about; assets/error_notes.py)."""
+def _failure(error: str, structure: str, title: str, mode: str) -> str:
+    """The shared head of the debugging prompts (same prefix: the server reuses its cache)."""
     what = f"The file implements the idea '{title}' but running it failed with" if title else "Running it failed with"
     where = (f"\nThe code the error passed through (local code structure):\n{structure}\n"
              if mode == "structure" and structure else "")
-    if mode == "structure" and notes.strip():
-        where += f"\nNotes on this error:\n{notes.strip()}\n"
     return f"{what}:\n{error}\n{where}"
+
+
+def _facts(notes: str, mode: str) -> str:
+    """The notes on the error (assets/error_notes.py), "structure" mode only: checked by the tool,
+    so they come last before the instructions, after the model's own analysis."""
+    return f"\nFacts about this error, checked by the tool:\n{notes.strip()}\n" if mode == "structure" and notes.strip() else ""
 
 
 def analyse(code: str, filename: str, error: str, structure: str, title: str = "", *, notes: str = "") -> list[dict]:
     """Step 1 of "structure" debugging: the model writes the error-related code structure."""
     return [
         {"role": "system", "content": _system(code, filename)},
-        {"role": "user", "content": _failure(error, structure, title, "structure", notes) + (
+        {"role": "user", "content": _failure(error, structure, title, "structure") + _facts(notes, "structure") + (
             "\nDo not write code yet. In at most three short sentences, describe the error-related "
             "code structure: the lines the error passes through (marked '<-- error path'), what they "
             "expect there (shapes, types, names, devices), and which line causes the error and why.")},
@@ -108,7 +110,7 @@ def fix(code: str, filename: str, edit_format: str, error: str, structure: str, 
     return [
         {"role": "system", "content": _system(code, filename)},
         {"role": "user", "content": (
-            _failure(error, structure, title, mode, notes) + note +
+            _failure(error, structure, title, mode) + note + _facts(notes, mode) +
             "\nFind the cause and fix it with the smallest change. Do not remove "
             f"{'the idea, ' if title else ''}the training or the evaluation.\n"
             f"{GENERIC_RULES if generic else RULES}\n"
