@@ -88,9 +88,13 @@ def idea_lineage(idea_id: str, store: Store | None = None) -> str:
         for a in run.attempts:
             out.append(f"- attempt {a.attempt}: exit {a.exit_code}, {a.duration_s:.1f}s, "
                        + (f"error: {a.error}" if a.error else f"metrics {a.metrics}")
-                       + (f"; fix: {a.fix_status}" if a.fix_status else ""))
+                       + (f"; fix: {a.fix_status}" if a.fix_status else "")
+                       + (f" after {a.fix_rounds} repairs" if a.fix_rounds > 1 else "")
+                       + ("; the fix before it broke the script, undone" if a.reverted else ""))
             for fr in a.frames:
                 out.append(f"    {fr.file}:{fr.line} in {fr.function}: {fr.code}")
+            if a.error_notes:
+                out += ["    notes on the error:"] + [f"    {line}" for line in a.error_notes.splitlines()]
             if a.analysis:
                 out.append(f"    analysis: {a.analysis}")
             if a.fix_diff:

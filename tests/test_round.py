@@ -134,6 +134,8 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     assert f"{neg.idea_id}: similarity" in text and "dropped as a near-duplicate" in text
     fixed_text = idea_lineage(f"{TOPIC}/r1/longer_training_r1")
     assert "    fix:" in fixed_text and "EPOCHS" in fixed_text  # the repair's diff
+    # what the repair prompt was told about the NameError: the names bound before the failing line
+    assert "    notes on the error:" in fixed_text and "Names defined at the top level of" in fixed_text
     assert f"- this idea: {longer.llm_calls} calls, {longer.prompt_tokens} prompt + " in fixed_text
 
 
