@@ -4,7 +4,7 @@ Every variant in bench/broken/<suite>/manifest.jsonl is a topic's experiment wit
 (an edit of the reference, bench/broken_suite.py). For each debugging mode (structure / traceback / error) the repair loop
 (`assets.experimenting.run_with_repair`, the same code the loop and `researchloop debug`
 use) runs it with the topic's quick `check` command (a dry run that executes every line on
-tiny data), asks the LLM for up to MAX_REPAIRS fixes, and applies the honesty check. With
+tiny data), asks the LLM for up to MAX_REPAIRS fixes (default: the topic budget's default, 5), and applies the honesty check. With
 FULL_VERIFY=1 every repaired file is also run with the topic's full `run` command.
 
 LLM time is scarce: the LLM cache lives in a fixed DAGSTER_HOME (/tmp/rl_repair_home), so a
@@ -127,7 +127,10 @@ def main() -> None:
         return
     suite = os.environ.get("SUITE", "pointcloud")
     modes = os.environ.get("MODES", "structure,traceback").split(",")
-    max_repairs = int(os.environ.get("MAX_REPAIRS", "2"))
+    # the default of a topic's budget.debug_attempts (schemas/topic.py); "within 2 repairs" is reported too
+    from schemas.topic import Budget
+
+    max_repairs = int(os.environ.get("MAX_REPAIRS", Budget.model_fields["debug_attempts"].default))
     fmt = os.environ.get("FORMAT") or None  # None: the loop's default for this model
     full_verify = os.environ.get("FULL_VERIFY", "") == "1"
     deadline = time.monotonic() + 60 * float(os.environ.get("DEADLINE_MIN", "40"))
