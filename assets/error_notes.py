@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from assets.tracebacks import _enclosing
 from schemas.records import TraceFrame
 
 MAX_NAMES = 40  # names listed per scope; the config of an experiment script has about 20
@@ -247,13 +248,8 @@ def _class_members(cls: ast.ClassDef) -> list[str]:
 
 
 def _function_at(tree: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= line <= (node.end_lineno or node.lineno):
-            if best is None or node.lineno > best.lineno:
-                best = node
-    return best
+    return next((n for n in reversed(_enclosing(tree, line)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                None)
 
 
 def _workspace_files(frames: list[TraceFrame], workspace: Path) -> list[tuple[str, ast.Module]]:

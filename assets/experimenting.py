@@ -172,7 +172,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     f = failed or a
     error = error_report(f, mode)
     fmt = edit_format if check_compiles(current, target.code_file) is None else "whole"
-    if mode == "structure" and not f.timed_out:
+    if mode == "structure" and not f.timed_out and not (ask_round and a.analysis):  # asked again: same analysis
         res = llm.complete(prompts.analyse(current, target.code_file, error, f.local_structure, title,
                                            notes=f.error_notes),
                            stage="debug_analysis", max_tokens=ANALYSIS_TOKENS, max_retries=0, item=item)

@@ -56,15 +56,14 @@ def complete_resampled(llm, messages: list[dict], *, resample_on: tuple[str, ...
     answer however the error is put to it. `round` k > 0 asks the same question once more after
     earlier rounds failed: sampled from the start, with seeds no earlier round used.
     Returns (result, resamples asked)."""
-    if round == 0:
-        res, k = llm.complete(messages, **kw), 0
-    else:
-        first = round * (NO_OP_RESAMPLES + 1)
-        res, k = llm.complete(messages, **{**kw, "temperature": RESAMPLE_TEMPERATURE, "seed": first}), 1
-    while not res.ok and status_of(res.error) in resample_on and k < NO_OP_RESAMPLES + (round > 0):
-        k += 1
-        seed = k if round == 0 else round * (NO_OP_RESAMPLES + 1) + k - 1
-        res = llm.complete(messages, **{**kw, "max_retries": 0, "temperature": RESAMPLE_TEMPERATURE, "seed": seed})
+    per_round = NO_OP_RESAMPLES + 1
+    res, k = None, 0
+    for ask in range(round * per_round, (round + 1) * per_round):  # ask 0 is greedy; each later one its seed
+        if res is not None and (res.ok or status_of(res.error) not in resample_on):
+            break
+        sampling = {} if ask == 0 else {"temperature": RESAMPLE_TEMPERATURE, "seed": ask}
+        res = llm.complete(messages, **{**kw, **sampling, **({} if res is None else {"max_retries": 0})})
+        k += ask != 0
     return res, k
 
 

@@ -397,3 +397,11 @@ def test_a_fix_that_breaks_the_script_is_undone_and_named_in_the_next_prompt(scr
     assert "tried already and made things worse" in asked and "scale(valus, 2)" in asked
     assert "name 'factr' is not defined" in asked  # the error of the code it fixes, not the broken fix's
     assert "* factor" in res.final_code and "scale(values, 2)" in res.final_code
+
+
+def test_a_failure_asked_again_is_analysed_once(script, tmp_path):
+    unchanged = "```python\ndef scale(values, factor):\n    return sum(values) * factr\n```"
+    llm = FakeLLM(fix=unchanged)
+    res = repair_loop(script, llm, tmp_path, mode="structure", max_repairs=2)
+    assert res.attempts[0].fix_rounds == 2 and llm.stages().count("debug_analysis") == 1
+    assert llm.stages().count("debug") == 2 * (1 + NO_OP_RESAMPLES)
