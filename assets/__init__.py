@@ -1,9 +1,16 @@
-"""One module per stage; thin assets over the pure domain modules next to them."""
-from assets.feedback import feedback_summary
-from assets.ideation import filtered_ideas, ideas
-from assets.papers import paper_rankings, papers
-from assets.topic import baseline_results, topic_brief
-from assets.verification import experiment_plans, patched_code, run_results
+"""One folder per stage, named after its asset: `defs.py` holds the Dagster definitions (the
+asset and its checks), the other modules the stage's pure logic, `prompts.py` its prompts.
+Helpers every stage uses (partitions, checks, metadata, plots, names) live in `assets/shared/`."""
+from assets.baseline_results.defs import baseline_results
+from assets.experiment_plans.defs import experiment_plans
+from assets.feedback_summary.defs import feedback_summary
+from assets.filtered_ideas.defs import filtered_ideas
+from assets.ideas.defs import ideas
+from assets.paper_rankings.defs import paper_rankings
+from assets.papers.defs import papers
+from assets.patched_code.defs import patched_code
+from assets.run_results.defs import run_results
+from assets.topic_brief.defs import topic_brief
 
 TOPIC_ASSETS = [topic_brief, baseline_results]
 ROUND_ASSETS = [papers, paper_rankings, ideas, filtered_ideas, experiment_plans, patched_code, run_results,

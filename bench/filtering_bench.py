@@ -1,6 +1,6 @@
 """Time and tokens of the filtering stage (independence + the novelty loop) on the local model,
 for 10 fixed ideas on the shipped point-cloud topic, through the same code the
-`filtered_ideas` asset calls (assets.ideation.filter_ideas + assets.novelty.novelty_check).
+`filtered_ideas` asset calls (assets.filtered_ideas.filtering.filter_ideas + assets.filtered_ideas.novelty.novelty_check).
 
     DAGSTER_HOME=/tmp/rl_bench_home .venv/bin/python bench/filtering_bench.py
 
@@ -46,9 +46,9 @@ IDEAS = [
 def main() -> None:
     os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_bench_home")
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-    from assets.ideation import filter_ideas
-    from assets.naming import idea_id
-    from assets.novelty import novelty_check
+    from assets.filtered_ideas.filtering import filter_ideas
+    from assets.filtered_ideas.novelty import novelty_check
+    from assets.shared.naming import idea_id
     from resources.embedder import Embedder
     from resources.literature import Literature
     from resources.llm import LLM, usage_totals

@@ -68,7 +68,7 @@ def wait_for_rounds(topic: str, rounds: int, deadline: float, quiet_s: float, lo
     nothing runs, a run fails, the sensors stay quiet for `quiet_s` after the last run, or time is up."""
     from dagster import DagsterInstance
 
-    from assets.feedback import progress_rows
+    from assets.feedback_summary.feedback import progress_rows
     from resources.store import Store
 
     instance, store = DagsterInstance.get(), Store()
@@ -96,9 +96,9 @@ def wait_for_rounds(topic: str, rounds: int, deadline: float, quiet_s: float, lo
 
 def round_rows(instance, topic: str, runs: list[dict]) -> list[dict]:
     from assets import ROUND_ASSETS
-    from assets.feedback import progress_rows
-    from assets.partitions import multi_key
-    from assets.report import round_usage
+    from assets.feedback_summary.feedback import progress_rows
+    from assets.shared.metadata import round_usage
+    from assets.shared.partitions import multi_key
     from resources.llm import price_usd
     from resources.store import Store
 

@@ -38,8 +38,8 @@ EDITS = [
 
 def seed_round(topic: str, round_key: str, n: int) -> None:
     """Write n kept ideas and their patches for (topic, round) into the current DAGSTER_HOME."""
-    from assets.patching import unified_diff
-    from assets.topic import topic_spec
+    from assets.patched_code.edit_formats import unified_diff
+    from assets.shared.topics import topic_spec
     from resources.store import Store
     from schemas.frames import to_frame
     from schemas.records import FilteredIdea, Patch
@@ -68,8 +68,8 @@ def run_stage(topic: str, parallel: int, n: int) -> dict:
     code = f"""
 import json, time, dagster as dg
 from bench.parallel_bench import seed_round
-from assets.partitions import multi_key
-from assets.verification import run_results
+from assets.shared.partitions import multi_key
+from assets.run_results.defs import run_results
 from pipelines.cli import materialize_stage
 from pipelines.definitions import build_resources
 seed_round({topic!r}, "r1", {n})

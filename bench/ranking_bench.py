@@ -106,7 +106,7 @@ class Meter:
 
 
 def run_variant(name: str, mode: str, batch: int, relevance_batch: int, brief, papers, llm, embedder) -> dict:
-    from assets.papers import rank_papers
+    from assets.paper_rankings.rank import rank_papers
 
     meter = Meter(llm, Path(os.environ["DAGSTER_HOME"]) / "ranking_request_timings.json")
     n0 = len(llm.calls())
@@ -127,7 +127,13 @@ def run_variant(name: str, mode: str, batch: int, relevance_batch: int, brief, p
 
 def offline_rows(attr_scores, papers, labels) -> list[tuple[str, dict]]:
     """The attribute pass re-scored without new LLM calls."""
-    from assets.ranking import ATTRIBUTES, agreement, is_kept, score_attributes, score_paper
+    from assets.paper_rankings.scoring import (
+        ATTRIBUTES,
+        agreement,
+        is_kept,
+        score_attributes,
+        score_paper,
+    )
 
     ok = [s for s in attr_scores if s.error is None]
     sims = {s.paper_id: {a: getattr(s, f"{a}_similarity") for a in ATTRIBUTES} for s in ok}
@@ -165,7 +171,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write", action="store_true", help="print, do not write bench/RESULTS.md")
     args = ap.parse_args(argv)
 
-    from assets.topic import build_brief, topic_spec
+    from assets.shared.topics import topic_spec
+    from assets.topic_brief.brief import build_brief
     from pipelines.definitions import build_resources
 
     res = build_resources(resolved=True)

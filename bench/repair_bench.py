@@ -2,7 +2,7 @@
 
 Every variant in bench/broken/<suite>/manifest.jsonl is a topic's experiment with one bug
 (an edit of the reference, bench/broken_suite.py). For each debugging mode (structure / traceback / error) the repair loop
-(`assets.experimenting.run_with_repair`, the same code the loop and `researchloop debug`
+(`assets.run_results.experimenting.run_with_repair`, the same code the loop and `researchloop debug`
 use) runs it with the topic's quick `check` command (a dry run that executes every line on
 tiny data), asks the LLM for up to MAX_REPAIRS fixes (default: the topic budget's default, 5), and applies the honesty check. With
 FULL_VERIFY=1 every repaired file is also run with the topic's full `run` command.
@@ -37,7 +37,7 @@ from bench.common import machine, today, write_section  # noqa: E402
 
 def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int, fmt: str | None,
                full_verify: bool) -> dict:
-    from assets.experimenting import RunTarget, run_once, run_with_repair
+    from assets.run_results.experimenting import RunTarget, run_once, run_with_repair
     from resources.paths import under_home
 
     workdir = under_home("bench", mode, variant["name"])
@@ -118,8 +118,8 @@ def summary(rows: list[dict], modes: list[str]) -> str:
 
 def main() -> None:
     from resources.llm import LLM
-    from resources.runner import Runner
     from resources.paths import resolve_topic_dir
+    from resources.runner import Runner
     from schemas.topic import load_topic
 
     if os.environ.get("FROM_JSON"):  # re-render saved results, no run
@@ -138,7 +138,7 @@ def main() -> None:
     out_json = Path(os.environ.get("OUT", ROOT / "bench" / f"repair_results{suffix(suite)}.json"))
     spec = load_topic(resolve_topic_dir(SUITES[suite]))
     llm, runner = LLM(), Runner()
-    from assets.experimenting import default_repair_format
+    from assets.run_results.experimenting import default_repair_format
 
     fmt_used = fmt or default_repair_format(llm, "whole")
     variants = [v for v in load_suite(suite) if not only or v["name"] in only]

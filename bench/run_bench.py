@@ -21,8 +21,8 @@ from bench.common import machine, today, write_section  # noqa: E402
 
 
 def bench_baseline(topic: str, runs: int = 3) -> list[float]:
-    from resources.runner import Runner, prepare_workspace
     from resources.paths import resolve_topic_dir
+    from resources.runner import Runner, prepare_workspace
     from schemas.topic import load_topic
 
     spec = load_topic(resolve_topic_dir(topic))

@@ -47,7 +47,7 @@ def materialize_stage(asset_def, partition_key, instance, resources, parallel: i
     import dagster as dg
 
     from assets import ALL_ASSETS
-    from assets.partitions import round_x_topic
+    from assets.shared.partitions import round_x_topic
 
     tags = {"researchloop/topic": str(partition_key).split("|")[-1]}
     if parallel > 1 and asset_def.key.to_user_string() in FANNED_OUT:
@@ -66,11 +66,16 @@ def materialize_stage(asset_def, partition_key, instance, resources, parallel: i
 def cmd_run(args) -> int:
     _ensure_home()
     import dagster as dg
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from assets import ROUND_ASSETS, TOPIC_ASSETS
-    from assets.partitions import multi_key, round_partitions, topic_partitions
+    from assets.shared.partitions import multi_key, round_partitions, topic_partitions
     from pipelines.definitions import build_resources
     from resources.devices import parallel_limit
     from resources.paths import resolve_topic_dir
@@ -173,9 +178,9 @@ def cmd_status(args) -> int:
     from rich.table import Table
 
     from assets import ROUND_ASSETS
-    from assets.feedback import progress_rows
-    from assets.partitions import multi_key
-    from assets.report import round_usage
+    from assets.feedback_summary.feedback import progress_rows
+    from assets.shared.metadata import round_usage
+    from assets.shared.partitions import multi_key
     from resources.store import Store
 
     store = Store()

@@ -1,5 +1,5 @@
 """`researchloop debug SCRIPT`: run any Python script in the sandbox and repair it from its
-traceback, with the same loop the research rounds use (`assets.experimenting.run_with_repair`).
+traceback, with the same loop the research rounds use (`assets.run_results.experimenting.run_with_repair`).
 
   researchloop debug train.py                       # up to 3 repairs, writes train.fixed.py
   researchloop debug train.py --max-attempts 0      # just run it once, sandboxed
@@ -27,8 +27,8 @@ MAX_FOLDER_MB, MAX_FOLDER_FILES = 500, 20000
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from assets.experimenting import MODES
-    from assets.patching import EDIT_FORMATS
+    from assets.patched_code.edit_formats import EDIT_FORMATS
+    from assets.run_results.experimenting import MODES
 
     d = subparsers.add_parser(
         "debug", help="run a script sandboxed and repair it from its traceback",
@@ -129,7 +129,11 @@ def cmd_debug(args) -> int:
             return fail(f"cannot run the script in a sandbox: {why} "
                         "(set RESEARCHLOOP_UNSANDBOXED=1 to run it unisolated, at your own risk)")
 
-    from assets.experimenting import RunTarget, default_repair_format, run_with_repair
+    from assets.run_results.experimenting import (
+        RunTarget,
+        default_repair_format,
+        run_with_repair,
+    )
     from resources.llm import LLM, usage_totals
     from resources.paths import under_home
     from resources.runner import Runner

@@ -6,7 +6,7 @@ import os
 import dagster as dg
 
 from assets import ALL_ASSETS
-from assets.verification import STEP_IO
+from assets.run_results.defs import STEP_IO
 from pipelines.jobs import research_round_job, topic_setup_job
 from pipelines.schedules import literature_refresh_schedule, refresh_literature
 from pipelines.sensors import round_sensor, topic_sensor

@@ -1,7 +1,7 @@
 import dagster as dg
 
 from assets import ROUND_ASSETS, TOPIC_ASSETS
-from assets.partitions import round_x_topic, topic_partitions
+from assets.shared.partitions import round_x_topic, topic_partitions
 from resources.devices import parallel_limit
 
 topic_setup_job = dg.define_asset_job(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from resources.store import Store, round_number
 from schemas.frames import from_frame
-from schemas.records import ExperimentPlan, Feedback, FilteredIdea, PaperScore, Patch, RunResult, TopicBrief
+from schemas.records import (
+    ExperimentPlan,
+    Feedback,
+    FilteredIdea,
+    PaperScore,
+    Patch,
+    RunResult,
+    TopicBrief,
+)
 
 
 def _find(store: Store, asset: str, model, topic: str, round_key: str, idea_id: str):

@@ -19,7 +19,7 @@ def next_round(spec: TopicSpec, store: Store, finished_round: str | None) -> str
 
 def stop_reason(spec: TopicSpec, rounds: list[dict], tokens: float = 0, cost_usd: float = 0.0) -> str | None:
     """Why the topic should not get another round, or None. `rounds`: the finished rounds in
-    order (dicts with at least `improvement`), e.g. assets.feedback.progress_rows."""
+    order (dicts with at least `improvement`), e.g. assets.feedback_summary.feedback.progress_rows."""
     b = spec.budget
     if len(rounds) >= b.rounds:
         return f"round budget spent ({len(rounds)}/{b.rounds})"

@@ -16,7 +16,7 @@ import sys
 
 
 def add_parser(subparsers) -> None:
-    from assets.papers import MODES
+    from assets.paper_rankings.rank import MODES
 
     p = subparsers.add_parser("rank", help="rank a paper list (JSON lines) for a topic; JSON lines out")
     p.add_argument("--topic", required=True, help="folder name under experiments/ or a path to a topic folder")
@@ -36,8 +36,8 @@ def cmd_rank(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from assets.papers import rank_papers
-    from assets.topic import build_brief
+    from assets.paper_rankings.rank import rank_papers
+    from assets.topic_brief.brief import build_brief
     from pipelines.definitions import build_resources
     from resources.local_llm import server_status
     from resources.paths import resolve_topic_dir

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets.partitions import multi_key, round_partitions, topic_partitions
+from assets.shared.partitions import multi_key, round_partitions, topic_partitions
 from pipelines.jobs import research_round_job, topic_setup_job
 from pipelines.loop import next_round, stop_reason
 from resources.paths import experiments_root
@@ -32,8 +32,8 @@ def topic_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
 def topic_stop_reason(instance, spec, store: Store) -> str | None:
     """The stop rules (pipelines/loop.py) over the topic's stored rounds and recorded LLM usage."""
     from assets import ROUND_ASSETS
-    from assets.feedback import progress_rows
-    from assets.report import round_usage
+    from assets.feedback_summary.feedback import progress_rows
+    from assets.shared.metadata import round_usage
 
     rows = progress_rows(store, spec.name)
     stages = [a.key.to_user_string() for a in ROUND_ASSETS]

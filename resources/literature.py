@@ -22,7 +22,13 @@ from pydantic import Field
 
 from resources.embedder import Embedder
 from resources.paths import REPO_ROOT, under_home
-from resources.scholarly import OPENALEX_URL, S2_URL, HttpPolicy, OpenAlex, SemanticScholar
+from resources.scholarly import (
+    OPENALEX_URL,
+    S2_URL,
+    HttpPolicy,
+    OpenAlex,
+    SemanticScholar,
+)
 from resources.sources import LocalSource, PaperSource, load_papers, rrf_fuse  # noqa: F401 (re-exported)
 from schemas.records import Paper
 from schemas.topic import TopicSpec

@@ -210,8 +210,12 @@ def _progress_bar(enabled: bool):
         return None
     try:
         from rich.progress import (
-            BarColumn, DownloadColumn, Progress, TextColumn,
-            TimeElapsedColumn, TransferSpeedColumn,
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TransferSpeedColumn,
         )
     except ImportError:
         return None

@@ -37,7 +37,7 @@ class PaperJudgement(_Strict):
 
 class PaperAttributes(_Strict):
     # a paper's own task attributes, asked without the topic (so the model cannot copy ours) and
-    # compared with the topic's in code (assets/ranking.py): the 1.5B model names what a paper
+    # compared with the topic's in code (assets/paper_rankings/scoring.py): the 1.5B model names what a paper
     # does well but cannot tell a neighbouring task from ours
     task: str = Field(max_length=60, description="the paper's own task in a few words")
     input: str = Field(max_length=60, description="what the paper's model receives")

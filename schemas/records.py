@@ -45,13 +45,13 @@ class Paper(BaseModel):
 class PaperScore(BaseModel):
     paper_id: str
     title: str
-    relevance: str          # categorical judgement (see assets/ranking.py)
+    relevance: str          # categorical judgement (see assets/paper_rankings/scoring.py)
     attribute_match: str    # categorical judgement, or the graded agreement "task match, input partial, ..."
     score: int              # 1-10 built from the two categories
     kept: bool              # score >= keep threshold (8)
     reason: str
     error: str | None = None
-    mode: str = "judged"    # attributes | naive | judged (assets/papers.py rank_papers)
+    mode: str = "judged"    # attributes | naive | judged (assets/paper_rankings/rank.py rank_papers)
     paper_task: str | None = None       # the paper's own task attributes, as the LLM read them
     paper_input: str | None = None
     paper_output: str | None = None
@@ -128,7 +128,7 @@ class Attempt(BaseModel):
     error: str | None = None
     frames: list[TraceFrame] = []
     local_structure: str = ""
-    error_notes: str = ""           # what the error means + definitions of the names it is about (assets/error_notes.py)
+    error_notes: str = ""           # what the error means + definitions of the names it is about (assets/run_results/error_notes.py)
     analysis: str = ""              # the LLM's error-related code structure ("structure" debugging)
     fix_status: str | None = None   # ok | not_applied | no_op | syntax_error | dishonest | llm_failed
     fix_error: str | None = None    # why the repair after this attempt failed

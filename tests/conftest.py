@@ -34,7 +34,7 @@ def fake_llm():
 def make_resources(base_url: str, model: str = "fake-model") -> dict:
     import dagster as dg
 
-    from assets.verification import STEP_IO
+    from assets.run_results.defs import STEP_IO
     from resources.embedder import Embedder
     from resources.literature import Literature
     from resources.llm import LLM

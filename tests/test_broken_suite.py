@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from assets.honesty import honesty_problems
+from assets.run_results.honesty import honesty_problems
 from bench.broken_suite import SUITES, SuiteError, load_suite, reference
 from resources.paths import REPO_ROOT
 
@@ -65,7 +65,7 @@ def test_variant_is_one_small_bug_whose_true_fix_is_honest(suite, variant):
 @pytest.mark.slow
 @pytest.mark.parametrize(("suite", "variant"), VARIANTS)
 def test_variant_fails_its_dry_run(suite, variant, tmp_path):
-    from assets.experimenting import RunTarget, run_once
+    from assets.run_results.experimenting import RunTarget, run_once
     from resources.runner import Runner
     from schemas.topic import load_topic
 

@@ -13,9 +13,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from assets.experimenting import RunTarget, default_repair_format, run_with_repair
-from assets.patching import NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE
-from assets.tracebacks import MARK, format_frames, own_frames
+from assets.patched_code.resampling import NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE
+from assets.run_results.experimenting import (
+    RunTarget,
+    default_repair_format,
+    run_with_repair,
+)
+from assets.run_results.tracebacks import MARK, format_frames, own_frames
 from resources.paths import REPO_ROOT
 from resources.runner import Runner
 from tests.fake_llm import FakeLLMServer
@@ -364,7 +368,7 @@ def test_a_no_op_fix_is_asked_again_sampled(script, tmp_path):
 # -- a fix that breaks the script is undone ------------------------------------------------
 
 def test_written_lines_and_broken_by_fix():
-    from assets.experimenting import broken_by_fix, written_lines
+    from assets.run_results.experimenting import broken_by_fix, written_lines
     from schemas.records import Attempt, TraceFrame
 
     old, new = "a = 1\nb = 2\nc = 3\n", "a = 1\nb = two\nextra = 0\nc = 3\n"

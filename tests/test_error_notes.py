@@ -1,12 +1,17 @@
-"""assets/error_notes.py: plain-language notes on an error and the definitions of its names."""
+"""assets/run_results/error_notes.py: plain-language notes on an error and the definitions of its names."""
 from __future__ import annotations
 
 import textwrap
 
 import pytest
 
-from assets.error_notes import error_notes, explain, module_definitions, name_notes
-from assets.prompts import patching as prompts
+from assets.run_results import prompts
+from assets.run_results.error_notes import (
+    error_notes,
+    explain,
+    module_definitions,
+    name_notes,
+)
 from schemas.records import TraceFrame
 
 SCRIPT = textwrap.dedent('''\
@@ -168,7 +173,7 @@ def test_notes_reach_the_structure_prompts_only():
 
 @pytest.mark.slow
 def test_a_real_failed_run_carries_its_notes(tmp_path):
-    from assets.experimenting import RunTarget, run_once
+    from assets.run_results.experimenting import RunTarget, run_once
     from bench.broken_suite import variant_code
     from resources.paths import REPO_ROOT
     from resources.runner import Runner

@@ -1,11 +1,15 @@
-"""The "functions" edit format (assets/patching.py): complete definitions applied by name."""
+"""The "functions" edit format (assets/patched_code/edit_formats/): complete definitions applied by name."""
 from __future__ import annotations
 
 import textwrap
 
 import pytest
 
-from assets.patching import EditError, apply_definitions, apply_edit, extract_definitions, status_of
+from assets.patched_code.edit_formats import EditError, apply_edit, status_of
+from assets.patched_code.edit_formats.functions import (
+    apply_definitions,
+    extract_definitions,
+)
 from bench.broken_suite import variant_code
 from resources.paths import REPO_ROOT
 

@@ -1,9 +1,9 @@
-"""assets/honesty.py: a repair that deletes the training or the evaluation is a failure."""
+"""assets/run_results/honesty.py: a repair that deletes the training or the evaluation is a failure."""
 from __future__ import annotations
 
 import pytest
 
-from assets.honesty import essentials, honesty_problems
+from assets.run_results.honesty import essentials, honesty_problems
 from resources.paths import REPO_ROOT
 
 REF = (REPO_ROOT / "experiments/pointcloud_classification/experiment.py").read_text()

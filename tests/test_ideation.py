@@ -1,4 +1,4 @@
-"""assets/ideation.py: idea provenance, the brainstorm path, the idea bank and the filter, and the
+"""assets/ideas/generation.py and assets/filtered_ideas/filtering.py: idea provenance, the brainstorm path, the idea bank and the filter, and the
 topic's `ideation:` settings (pure functions first, then the two assets with the fake LLM)."""
 from __future__ import annotations
 
@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 import yaml
 
-from assets.ideation import BANK_VERDICTS, History, drafts_to_ideas, filter_ideas, merge_paths, read_history
-from assets.novelty import NoveltyOutcome
+from assets.filtered_ideas.filtering import filter_ideas
+from assets.filtered_ideas.novelty import NoveltyOutcome
+from assets.ideas.generation import (
+    BANK_VERDICTS,
+    History,
+    drafts_to_ideas,
+    merge_paths,
+    read_history,
+)
 from resources.store import Store
 from schemas.frames import from_frame, to_frame
 from schemas.llm_outputs import IdeaDraft
@@ -206,7 +213,7 @@ def set_ideation(home, **ideation):
 
 def materialize_filter(fake_llm, round_key: str):
     from assets import ALL_ASSETS
-    from assets.partitions import multi_key
+    from assets.shared.partitions import multi_key
     from tests.conftest import make_resources
 
     instance = dg.DagsterInstance.ephemeral()

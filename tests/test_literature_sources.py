@@ -16,9 +16,18 @@ import yaml
 
 from resources import scholarly
 from resources.literature import Literature
-from resources.scholarly import (HttpPolicy, HttpStatusError, JsonHttp, MalformedResponse, OpenAlex,
-                                 RetriesExhausted, SemanticScholar, rate_limiter, rebuild_abstract,
-                                 retry_after_seconds)
+from resources.scholarly import (
+    HttpPolicy,
+    HttpStatusError,
+    JsonHttp,
+    MalformedResponse,
+    OpenAlex,
+    RetriesExhausted,
+    SemanticScholar,
+    rate_limiter,
+    rebuild_abstract,
+    retry_after_seconds,
+)
 from resources.sources import LocalSource, load_papers, scan_dump
 from schemas.topic import TopicSpecError, load_topic
 from tests.replay_server import FIXTURES, Fault, ReplayServer
@@ -379,7 +388,7 @@ def test_papers_asset_uses_the_topic_source(home, fake_llm, server):
     import dagster as dg
 
     from assets import ALL_ASSETS
-    from assets.partitions import multi_key
+    from assets.shared.partitions import multi_key
     from resources.store import Store
     from schemas.frames import from_frame
     from schemas.records import Paper

@@ -234,7 +234,7 @@ def test_sampling_overrides_are_part_of_the_request(server, make_llm):
 
 
 def test_usage_by_item_sums_per_idea():
-    from assets.report import usage_by_item, usage_metadata
+    from assets.shared.metadata import usage_by_item, usage_metadata
 
     calls = [LLMCall(stage="novelty", model="m", prompt_tokens=10, completion_tokens=5, cost_usd=0.001, item="i1"),
              LLMCall(stage="ideas", model="m", prompt_tokens=50, completion_tokens=40, cost_usd=0.01),
@@ -253,7 +253,7 @@ def test_usage_by_item_sums_per_idea():
 
 
 def test_share_usage_adds_up_to_the_total():
-    from assets.report import share_usage
+    from assets.shared.metadata import share_usage
 
     total = {"llm_calls": 10, "prompt_tokens": 1000, "completion_tokens": 200, "cost_usd": 0.03}
     by_idea = {"a": {"llm_calls": 4, "prompt_tokens": 400, "completion_tokens": 80, "cost_usd": 0.012},

@@ -1,4 +1,4 @@
-"""assets/novelty.py: the AI-Scientist-style novelty loop with a scripted LLM and a fake search."""
+"""assets/filtered_ideas/novelty.py: the AI-Scientist-style novelty loop with a scripted LLM and a fake search."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from assets.novelty import novelty_check
+from assets.filtered_ideas.novelty import novelty_check
 from resources.llm import LLMCall, LLMResult
 from schemas.records import Paper
 

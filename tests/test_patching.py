@@ -1,19 +1,21 @@
-"""assets/patching.py: edit formats (whole file / SEARCH-REPLACE) as pure functions."""
+"""assets/patched_code/edit_formats/: edit formats (whole file / SEARCH-REPLACE) as pure functions."""
 from __future__ import annotations
 
 import textwrap
 
 import pytest
 
-from assets.patching import (
+from assets.patched_code.edit_formats import (
     EditError,
     apply_edit,
-    apply_search_replace,
     check_compiles,
-    extract_whole_file,
-    parse_search_replace,
     status_of,
 )
+from assets.patched_code.edit_formats.search_replace import (
+    apply_search_replace,
+    parse_search_replace,
+)
+from assets.patched_code.edit_formats.whole import extract_whole_file
 
 SOURCE = textwrap.dedent("""\
     import numpy as np
@@ -312,7 +314,11 @@ def _whole(code: str) -> str:
 
 
 def test_complete_resampled_asks_again_sampled_only_for_the_listed_statuses():
-    from assets.patching import NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE, complete_resampled
+    from assets.patched_code.resampling import (
+        NO_OP_RESAMPLES,
+        RESAMPLE_TEMPERATURE,
+        complete_resampled,
+    )
 
     parse = lambda t: apply_edit(SOURCE, t, "whole", "train.py")  # noqa: E731
     changed = SOURCE.replace("LR = 0.05", "LR = 0.1")
@@ -333,8 +339,8 @@ def test_complete_resampled_asks_again_sampled_only_for_the_listed_statuses():
 
 
 def test_an_unchanged_patch_is_asked_again_before_not_implemented(home):
-    from assets.topic import topic_spec
-    from assets.verification import make_patch
+    from assets.patched_code.patching import make_patch
+    from assets.shared.topics import topic_spec
     from schemas.records import ExperimentPlan, FilteredIdea
 
     spec = topic_spec("toy_classification").model_copy(update={"check": None})

@@ -47,7 +47,11 @@ def test_postgres_block_of_the_shipped_config_is_complete():
 
 @pytest.mark.slow
 def test_whole_round_on_postgres_storage(home, fake_llm, postgres_server, monkeypatch):  # noqa: F811
-    from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
+    from dagster_postgres import (
+        PostgresEventLogStorage,
+        PostgresRunStorage,
+        PostgresScheduleStorage,
+    )
 
     dh = home / "dagster_home"
     (dh / "dagster.yaml").write_text(postgres_instance_yaml())

@@ -17,9 +17,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assets.papers import rank_papers
-from assets.ranking import (ATTRIBUTE_RELEVANCE_POINTS, ATTRIBUTES, KEEP_AT, agreement, agreement_label,
-                            attribute_similarities, grade, is_kept, parts, score_attributes)
+from assets.paper_rankings.rank import rank_papers
+from assets.paper_rankings.scoring import (
+    ATTRIBUTE_RELEVANCE_POINTS,
+    ATTRIBUTES,
+    KEEP_AT,
+    agreement,
+    agreement_label,
+    attribute_similarities,
+    grade,
+    is_kept,
+    parts,
+    score_attributes,
+)
 from resources.llm import LLM
 from resources.paths import REPO_ROOT
 from schemas.frames import from_frame, to_frame
@@ -351,7 +361,7 @@ def test_paper_rankings_asset_metadata(home, fake_llm):
     dropped table with the paper's own task and output; the naive mode through its config."""
     import dagster as dg
 
-    from assets.papers import RankingConfig, paper_rankings
+    from assets.paper_rankings.defs import RankingConfig, paper_rankings
     from resources.embedder import Embedder
 
     brief = TopicBrief(topic="t", title="Point cloud classification", description="Classify point clouds.",

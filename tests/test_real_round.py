@@ -5,8 +5,8 @@ import dagster as dg
 import pytest
 
 from assets import ALL_ASSETS, ROUND_ASSETS, TOPIC_ASSETS
-from assets.partitions import multi_key
-from assets.verification import STEP_IO
+from assets.run_results.defs import STEP_IO
+from assets.shared.partitions import multi_key
 from resources.store import Store
 from schemas.frames import from_frame
 from schemas.records import Feedback, FilteredIdea, PaperScore, RunResult

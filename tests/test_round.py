@@ -4,7 +4,7 @@ import dagster as dg
 import pytest
 
 from assets import ALL_ASSETS, ROUND_ASSETS, TOPIC_ASSETS
-from assets.partitions import multi_key
+from assets.shared.partitions import multi_key
 from resources.store import Store
 from schemas.frames import from_frame
 from schemas.records import Feedback, FilteredIdea, Patch, RunResult

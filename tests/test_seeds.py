@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from assets.feedback import summarise
-from assets.verdicts import judge, seed_summary
+from assets.feedback_summary.feedback import summarise
+from assets.feedback_summary.verdicts import judge, seed_summary
 from schemas.records import FilteredIdea, RunResult
 from schemas.topic import TopicSpec
 
@@ -50,7 +50,7 @@ def test_seeds_need_the_placeholder():
 
 def test_repeat_seeds_runs_the_final_code_per_seed(tmp_path, monkeypatch):
     """Real sandboxed runs of a tiny script whose metric depends on the seed."""
-    from assets.experimenting import repeat_seeds, run_with_repair
+    from assets.run_results.experimenting import repeat_seeds, run_with_repair
     from resources.runner import Runner
     from schemas.topic import load_topic
 

@@ -1,4 +1,4 @@
-"""assets/similarity.py: DOLPHIN Algorithm 1 on hand-made unit vectors."""
+"""assets/filtered_ideas/similarity.py: DOLPHIN Algorithm 1 on hand-made unit vectors."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from assets.similarity import IndependenceDecision, independence_filter
+from assets.filtered_ideas.similarity import IndependenceDecision, independence_filter
 
 
 def unit(*xs: float) -> np.ndarray:

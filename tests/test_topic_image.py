@@ -6,7 +6,13 @@ import hashlib
 import numpy as np
 import pytest
 
-from tests.topic_checks import check_round, load_module, needs_bwrap, sandboxed_run, topic
+from tests.topic_checks import (
+    check_round,
+    load_module,
+    needs_bwrap,
+    sandboxed_run,
+    topic,
+)
 
 NAME = "image_classification"
 

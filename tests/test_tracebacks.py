@@ -1,4 +1,4 @@
-"""assets/tracebacks.py on REAL tracebacks from scripts run with this interpreter."""
+"""assets/run_results/tracebacks.py on REAL tracebacks from scripts run with this interpreter."""
 from __future__ import annotations
 
 import subprocess
@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from assets.tracebacks import error_line, last_traceback, local_structure, own_frames
+from assets.run_results.tracebacks import (
+    error_line,
+    last_traceback,
+    local_structure,
+    own_frames,
+)
 from schemas.records import TraceFrame
 
 EXPERIMENT = textwrap.dedent("""\

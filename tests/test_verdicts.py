@@ -1,14 +1,20 @@
-"""assets/verdicts.py (judge, parse_metrics) and assets/ranking.py (score_paper, is_kept)."""
+"""assets/feedback_summary/verdicts.py (judge, parse_metrics) and assets/paper_rankings/scoring.py (score_paper, is_kept)."""
 from __future__ import annotations
 
 import itertools
-import math
 import typing
 
 import pytest
 
-from assets.ranking import ATTRIBUTE_POINTS, KEEP_AT, NAIVE_POINTS, RELEVANCE_POINTS, is_kept, score_paper
-from assets.verdicts import judge, parse_metrics
+from assets.feedback_summary.verdicts import judge, parse_metrics
+from assets.paper_rankings.scoring import (
+    ATTRIBUTE_POINTS,
+    KEEP_AT,
+    NAIVE_POINTS,
+    RELEVANCE_POINTS,
+    is_kept,
+    score_paper,
+)
 from schemas.llm_outputs import AttributeMatch, Relevance
 
 # -- judge ------------------------------------------------------------------------------

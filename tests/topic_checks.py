@@ -45,7 +45,7 @@ def run_round(name: str, home: Path, base_url: str):
     """Materialise the topic assets and round r1 of the shipped topic `name` (copied into the
     test's experiments root) with the fake LLM; returns (result, records by asset)."""
     from assets import ALL_ASSETS, ROUND_ASSETS, TOPIC_ASSETS
-    from assets.partitions import multi_key
+    from assets.shared.partitions import multi_key
     from resources.store import Store
     from schemas.frames import from_frame
     from schemas.records import Feedback, Patch, RunResult

@@ -1,0 +1,103 @@
+"""feedback_summary (DOLPHIN 3.3): improvement / maintenance / decline against the baseline.
+Effective ideas go into the next round's idea prompt; ineffective ones into the idea bank."""
+
+from assets.feedback_summary import prompts as feedback_prompts
+from assets.feedback_summary.verdicts import judge
+from assets.shared.metadata import Usage, md_table, share_usage
+from resources.llm import LLM
+from resources.store import Store
+from schemas.frames import from_frame
+from schemas.llm_outputs import RoundAnalysis
+from schemas.records import Feedback, FilteredIdea, RunResult
+
+VERDICTS = ["improvement", "maintenance", "decline", "failed"]
+
+
+def ROUND_STAGES():  # noqa: N802 - the round's assets, looked up late (assets/__init__ imports this module)
+    from assets import ROUND_ASSETS
+
+    return ROUND_ASSETS
+
+
+def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
+              tolerance: float, baseline_spread: float = 0.0) -> list[Feedback]:
+    """One verdict per kept idea; with repeated seeds the margin is the larger of the tolerance and
+    the seed spread of the idea or the baseline."""
+    by_id = {r.idea_id: r for r in results}
+    out = []
+    for i in ideas:
+        if not i.kept:
+            continue
+        r = by_id.get(i.idea_id)
+        if r is None:
+            verdict, reason, value = "failed", "no run result (planning or patching did not finish)", None
+        elif r.status != "success":
+            verdict, reason, value = "failed", f"{r.status}: {r.reason}", None
+        else:
+            value = r.metric_value
+            verdict, reason = judge(value, baseline, goal, tolerance, max(r.metric_spread, baseline_spread))
+        out.append(Feedback(idea_id=i.idea_id, name=i.name, title=i.title, summary=i.summary, verdict=verdict,
+                            reason=reason, metric_value=value, baseline_value=baseline,
+                            delta=None if value is None else round(value - baseline, 6),
+                            effective=verdict == "improvement"))
+    return out
+
+
+def with_usage(rows: list[Feedback], total: Usage, by_idea: dict[str, Usage]) -> list[Feedback]:
+    """Each verdict with its idea's own LLM use (`by_idea`) and an even share of the rest of the
+    round's `total` (see assets/shared/metadata.py share_usage): own + shared over all rows = total."""
+    shares = share_usage(total, by_idea, [r.idea_id for r in rows])
+    out = []
+    for r in rows:
+        own, shared = shares[r.idea_id]
+        out.append(r.model_copy(update={
+            "llm_calls": int(own["llm_calls"]), "prompt_tokens": int(own["prompt_tokens"]),
+            "completion_tokens": int(own["completion_tokens"]), "cost_usd": round(own["cost_usd"], 9),
+            "shared_tokens": round(shared["prompt_tokens"] + shared["completion_tokens"], 3),
+            "shared_cost_usd": round(shared["cost_usd"], 9)}))
+    return out
+
+
+def progress_rows(store: Store, topic: str) -> list[dict]:
+    """Round-over-round numbers of a topic from its stored feedback."""
+    rows = []
+    for rk in store.rounds("feedback_summary", topic):
+        fb = from_frame(store.read("feedback_summary", topic, rk), Feedback)
+        vals = [f.metric_value for f in fb if f.metric_value is not None]
+        rows.append({"round": rk, "ideas": len(fb), "improvement": sum(f.verdict == "improvement" for f in fb),
+                     "maintenance": sum(f.verdict == "maintenance" for f in fb),
+                     "decline": sum(f.verdict == "decline" for f in fb), "failed": sum(f.verdict == "failed" for f in fb),
+                     "best": max(vals) if vals else None,
+                     "baseline": fb[0].baseline_value if fb else None})
+    return rows
+
+
+def lineage_table(ideas: list[FilteredIdea], results: list[RunResult], rows: list[Feedback]) -> str:
+    """Per idea of the round: where it came from, how it was filtered, how it ran, its verdict
+    (`researchloop lineage IDEA_ID` prints the whole chain)."""
+    runs = {r.idea_id: r for r in results}
+    verdicts = {f.idea_id: f.verdict for f in rows}
+    table = []
+    for i in ideas:
+        r = runs.get(i.idea_id)
+        table.append({"idea_id": i.idea_id, "origin": i.source, "papers": ", ".join(i.inspired_by_papers),
+                      "builds_on": ", ".join(i.builds_on_ideas), "nearest_bank_idea": i.nearest_bank_idea,
+                      "similarity": i.max_similarity, "filter": "kept" if i.kept else i.drop_reason,
+                      "attempts": r.n_attempts if r else None, "mlflow_run": r.mlflow_run_id if r else None,
+                      "verdict": verdicts.get(i.idea_id, "")})
+    return md_table(table, ["idea_id", "origin", "papers", "builds_on", "nearest_bank_idea", "similarity", "filter",
+                            "attempts", "verdict", "mlflow_run"])
+
+
+def analyse_round(spec, baseline: float, rows: list[Feedback], llm: LLM) -> tuple[str, str | None]:
+    """(analysis text, error): the LLM's few sentences on what worked and why; empty on failure."""
+    if not rows:
+        return "", None
+    res = llm.complete(feedback_prompts.analyse(
+        spec.title, spec.metric.name, spec.metric.goal, baseline,
+        [(f.title, f.summary, f.verdict, f.reason) for f in rows]), stage="feedback_summary",
+        schema=RoundAnalysis, max_tokens=300)
+    if not res.ok:
+        return "", res.error
+    a: RoundAnalysis = res.value
+    return f"Worked: {a.worked} Did not: {a.failed} Next: {a.next_direction}", None

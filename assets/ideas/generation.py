@@ -1,0 +1,84 @@
+"""Idea generation: what earlier rounds left behind, and turning drafts into ideas."""
+from dataclasses import dataclass, field
+from itertools import chain, zip_longest
+from typing import Sequence
+
+from assets.shared.naming import idea_id, snake, unique_name
+from resources.store import Store, round_number
+from schemas.frames import from_frame
+from schemas.records import Feedback, FilteredIdea, Idea, PaperScore
+
+INEFFECTIVE = ("maintenance", "decline")
+
+
+# which earlier verdicts seed the idea bank (topic.yaml `ideation.bank`); DOLPHIN: ineffective
+BANK_VERDICTS: dict[str, tuple[str, ...]] = {
+    "ineffective": INEFFECTIVE,
+    "ineffective_and_failed": INEFFECTIVE + ("failed",),
+    "all_tried": ("improvement",) + INEFFECTIVE + ("failed",),
+    "none": (),
+}
+
+
+@dataclass
+class History:
+    """What earlier rounds of a topic left behind."""
+    read: list[str] = field(default_factory=list)       # partitions read, e.g. "r1|topic"
+    names: set[str] = field(default_factory=set)
+    tried: list[str] = field(default_factory=list)      # "name: title (verdict)"
+    ids: dict[str, str] = field(default_factory=dict)   # earlier idea name -> idea_id
+    feedback: list[Feedback] = field(default_factory=list)
+    analysis: str = ""  # the latest earlier round's LLM analysis (what worked and why)
+
+    @property
+    def effective(self) -> list[Feedback]:
+        return [f for f in self.feedback if f.effective]
+
+    def bank(self, verdicts: Sequence[str] = INEFFECTIVE) -> list[Feedback]:
+        return [f for f in self.feedback if f.verdict in verdicts]
+
+
+def read_history(store: Store, topic: str, before_round: str) -> History:
+    h = History()
+    for rk in store.rounds("filtered_ideas", topic):
+        if round_number(rk) >= round_number(before_round):
+            continue
+        fi = store.read("filtered_ideas", topic, rk)
+        fb = store.read("feedback_summary", topic, rk)
+        h.read.append(f"{rk}|{topic}")
+        verdicts = {}
+        if fb is not None:
+            for f in from_frame(fb, Feedback):
+                h.feedback.append(f)
+                verdicts[f.idea_id] = f.verdict
+                h.analysis = f.round_analysis or h.analysis  # rounds come in order: the last one wins
+        for i in from_frame(fi, FilteredIdea):
+            h.names.add(i.name)
+            h.ids[i.name] = i.idea_id
+            status = verdicts.get(i.idea_id) or (i.drop_reason or "not run")
+            h.tried.append(f"{i.name}: {i.title} ({status})")
+    return h
+
+
+def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: list[PaperScore], history: History,
+                    source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
+    """LLM drafts -> Idea records: names made unique against `taken` (default: the topic's
+    earlier names; pass one shared set to keep two paths' names apart), reference numbers
+    mapped to paper ids, Builds_on names mapped to the earlier ideas' ids (unknown ones dropped)."""
+    taken = set(history.names) if taken is None else taken
+    out = []
+    for d in drafts:
+        name = unique_name(d.Name or d.Title, taken)
+        refs = [kept_papers[i - 1].paper_id for i in d.References if 1 <= i <= len(kept_papers)]
+        builds = [history.ids[n] for n in (snake(b.split(":")[0]) for b in d.Builds_on) if n in history.ids]
+        out.append(Idea(idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
+                        title=d.Title.strip(), experiment=d.Experiment.strip(), summary=d.Summary.strip(),
+                        source=source, inspired_by_papers=list(dict.fromkeys(refs)),
+                        builds_on_ideas=list(dict.fromkeys(builds))))
+    return out
+
+
+def merge_paths(literature: list[Idea], brainstorm: list[Idea]) -> list[Idea]:
+    """Interleave the two paths (L1, B1, L2, B2, ...) so that both get a fair place in the
+    order-dependent independence filter and in the round's budget."""
+    return [i for i in chain.from_iterable(zip_longest(literature, brainstorm)) if i is not None]

@@ -1,0 +1,55 @@
+"""Idea generation (DOLPHIN 3.1, its Fig. 5 in spirit): references, the code, the ideas tried
+before and the ideas that worked; and a brainstorm path without papers (SciPIP's dual path).
+Both prompts start with the same head (task + code) so the server's prefix cache reuses it."""
+
+
+SYSTEM = ("You are an ambitious but practical ML researcher. You propose small, concrete "
+          "changes to an existing experiment that could improve its main metric, and which "
+          "can be implemented by editing one short Python file.")
+
+
+FIELDS = ("For each give Name (short snake_case), Title, Experiment (which part of the code to "
+          "change and how), Summary (2-3 sentences), References ({refs}) and Builds_on (Names of "
+          "earlier ideas listed above that it extends, may be empty). Each idea must be "
+          "implementable in this file within the same training time.")
+
+
+def _head(title: str, description: str, metric: str, goal: str, code: str) -> str:
+    return (f"Task: {title}\n{description.strip()}\nWe want to {goal} {metric}.\n\n"
+            f"The experiment code:\n```python\n{code}\n```\n\n")
+
+
+def _history(earlier: list[str], effective: list[str], analysis: str) -> str:
+    before = "\n".join(f"- {e}" for e in earlier) or "(none yet)"
+    good = "\n".join(f"- {e}" for e in effective) or "(none yet)"
+    extra = f"\nWhat the last round taught us: {analysis}\n" if analysis else ""
+    return (f"Ideas already tried (do not repeat them):\n{before}\n\n"
+            f"Ideas that improved the result (you may build on them):\n{good}\n{extra}\n")
+
+
+def generate(title: str, description: str, metric: str, goal: str, code: str, papers: list[tuple[int, str, str]],
+             earlier: list[str], effective: list[str], n: int, analysis: str = "") -> list[dict]:
+    refs = "\n".join(f"[{i}] {t}: {s}" for i, t, s in papers) or "(none)"
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": (
+            _head(title, description, metric, goal, code)
+            + f"Reference papers:\n{refs}\n\n"
+            + _history(earlier, effective, analysis)
+            + f"Propose {n} different ideas. "
+            + FIELDS.format(refs="numbers of the papers that inspired it, may be empty"))},
+    ]
+
+
+def brainstorm(title: str, description: str, metric: str, goal: str, code: str,
+               earlier: list[str], effective: list[str], n: int, analysis: str = "") -> list[dict]:
+    """The same request without any paper: ideas from the model's own understanding."""
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": (
+            _head(title, description, metric, goal, code)
+            + _history(earlier, effective, analysis)
+            + f"Without reading any paper, brainstorm {n} different ideas from your own understanding "
+            "of the task and of this code: what limits the metric here, and what would lift it? "
+            + FIELDS.format(refs="leave it empty"))},
+    ]

@@ -1,0 +1,77 @@
+"""What every edit format shares: the error an unusable answer raises (its status is what the
+patch or repair records), fenced-code extraction, and the checks after applying an edit."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from dataclasses import dataclass
+
+FENCE_RE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+# Edits are the longest answers (a whole file is ~1000 tokens, ~100 s on the local model) and a
+# model that repeats an unusable edit tends to repeat it again (measured: three identical no-op
+# "fixes" in a row), so edit calls get one retry instead of the default two.
+WHOLE_FILE_RETRIES = 1
+
+EDIT_STATUSES = ("not_applied", "no_op", "syntax_error", "dishonest")
+
+
+class EditError(ValueError):
+    def __init__(self, status: str, detail: str):
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+
+
+def status_of(error: str | None) -> str:
+    """The patch status an error message (from EditError) stands for."""
+    if not error:
+        return "ok"
+    for s in EDIT_STATUSES:
+        if error.startswith(s) or f": {s}:" in error or f"): {s}:" in error:
+            return s
+    return "llm_failed"
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _reindent(block: list[str], have: int, want: str) -> list[str]:
+    return [want + l[have:] if l[:have].strip() == "" and l.strip() else (want + l.lstrip() if l.strip() else "")
+            for l in block]
+
+
+def _code_only(code: str) -> str | None:
+    """The program without comments, docstrings and formatting (None if it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False)
+
+
+def check_compiles(code: str, filename: str = "experiment.py") -> str | None:
+    try:
+        compile(code, filename, "exec")
+    except SyntaxError as e:
+        return f"line {e.lineno}: {e.msg}"
+    return None
+
+
+def unified_diff(old: str, new: str, name: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        fromfile=f"a/{name}", tofile=f"b/{name}"))
+
+
+@dataclass
+class EditResult:
+    code: str
+    diff: str

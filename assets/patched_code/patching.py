@@ -1,0 +1,51 @@
+"""Implementing an idea: ask for an edit, apply it, dry-run the result."""
+import hashlib
+import json
+
+from assets.patched_code import prompts as patch_prompts
+from assets.patched_code.edit_formats import (
+    WHOLE_FILE_RETRIES,
+    apply_edit,
+    max_tokens,
+    status_of,
+)
+from assets.patched_code.resampling import complete_resampled
+from assets.run_results.experimenting import OUT_DIR
+from resources.llm import LLM
+from resources.paths import under_home
+from resources.runner import prepare_workspace
+from schemas.records import ExperimentPlan, FilteredIdea, Patch
+from schemas.topic import TopicSpec
+
+
+def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan, llm: LLM, runner) -> Patch:
+    fmt = llm.resolved_edit_format()
+    # an unchanged or uncompilable file is asked for again, sampled, before the idea counts as
+    # not implemented (the 1.5B model returned the file unchanged for most ideas: bench/RESULTS.md "loop")
+    res, resamples = complete_resampled(
+        llm, patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes),
+        resample_on=("no_op", "syntax_error"), stage="patched_code",
+        parse=lambda t: apply_edit(code, t, fmt, spec.code), max_tokens=max_tokens(fmt),
+        max_retries=WHOLE_FILE_RETRIES, item=idea.idea_id)
+    if not res.ok:
+        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status_of(res.error), reason=res.error,
+                     resamples=resamples)
+    patch = Patch(idea_id=idea.idea_id, edit_format=fmt, status="ok", diff=res.value.diff, code=res.value.code,
+                  compiles=True, resamples=resamples)
+    if spec.check:  # quick dry run in the sandbox: does it import and start?
+        ws = under_home("workspaces", spec.name, idea.round, idea.name, "check")
+        memo = ws.parent / f"check-{hashlib.sha256((spec.check + patch.code).encode()).hexdigest()[:16]}.json"
+        if memo.exists():  # checked before (a resumed round): not again
+            checked = json.loads(memo.read_text())
+        else:
+            prepare_workspace(spec.path, ws)
+            (ws / spec.code).write_text(patch.code)
+            r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
+                           memory_mb=spec.budget.memory_mb)
+            checked = {"ok": r.exit_code == 0 and not r.timed_out,
+                       "last_line": (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]}
+            memo.write_text(json.dumps(checked))
+        patch.imports_ok = checked["ok"]
+        if not patch.imports_ok:
+            patch.reason = "self-check failed: " + checked["last_line"]
+    return patch

@@ -1,0 +1,24 @@
+"""The prompt that implements an idea as an edit of the reference file. The edit format's own
+instructions (with a worked example: the small local model follows a format only when it has
+seen one) come from the registry in assets/patched_code/edit_formats/."""
+from assets.patched_code.edit_formats import instructions
+
+RULES = ("Keep the command-line arguments, the data loading, the evaluation and the writing of "
+         "final_info.json working exactly as they are. Keep the training time similar.")
+
+
+def _system(code: str, filename: str) -> str:
+    return ("You are an expert PyTorch engineer who edits experiment code.\n\n"
+            f"The current {filename}:\n```python\n{code}\n```")
+
+
+def implement(code: str, filename: str, edit_format: str, title: str, summary: str, changes: list[str]) -> list[dict]:
+    steps = "\n".join(f"- {c}" for c in changes)
+    return [
+        {"role": "system", "content": _system(code, filename)},
+        {"role": "user", "content": (
+            f"Implement this idea: {title}\n{summary}\nPlanned changes:\n{steps}\n\n{RULES}\n"
+            + instructions(edit_format, filename))},
+    ]
+
+

@@ -1,0 +1,341 @@
+"""Running an experiment and repairing it from its traceback (DOLPHIN 3.2).
+
+Each attempt runs in a fresh copy of the folder (the sandboxed `runner`), with the edited
+file written in. A failed attempt's traceback is reduced to the frames in the experiment's own
+code and their local code structure; the LLM (in "structure" mode) first writes its analysis
+of that structure, then proposes a fix in the configured edit format, which must pass the
+honesty check (assets/run_results/honesty.py) before it runs. The same loop serves a topic's ideas
+(`RunTarget.of_topic`: success = the metric in final_info.json) and any script
+(`researchloop debug`: success = exit code 0). Finished experiments are remembered on disk
+by the hash of the code they ran, so a killed and re-run round does not repeat them."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from assets.feedback_summary.verdicts import parse_metrics, seed_summary
+from assets.patched_code.edit_formats import (
+    WHOLE_FILE_RETRIES,
+    EditError,
+    apply_edit,
+    check_compiles,
+    max_tokens,
+    status_of,
+)
+from assets.patched_code.resampling import complete_resampled
+from assets.run_results import prompts
+from assets.run_results.error_notes import error_notes
+from assets.run_results.honesty import honesty_problems
+from assets.run_results.tracebacks import (
+    MARK,
+    error_line,
+    format_frames,
+    last_traceback,
+    local_structure,
+    own_frames,
+)
+from resources.paths import under_home
+from resources.runner import prepare_workspace
+from schemas.records import Attempt, RunResult
+from schemas.topic import TopicSpec
+
+OUT_DIR = "out"
+
+
+MODES = prompts.MODES
+
+
+# output tokens an edit may take: a whole file is long, definitions or blocks are short
+
+
+ANALYSIS_TOKENS = 120  # a few sentences; the small model ignores length requests
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """What one attempt runs: `command` in a fresh copy of `folder` with `code_file` replaced.
+    With a `metric`, success needs OUT_DIR/final_info.json holding it; without, exit code 0."""
+    folder: Path
+    code_file: str
+    command: tuple[str, ...]
+    timeout_s: float
+    memory_mb: int = 4096
+    metric: str | None = None
+    label: str = ""  # what identifies the command in the memo hash
+    ignore: tuple[str, ...] = ()  # file patterns not copied into the workspace (() = the runner's default)
+
+    @classmethod
+    def of_topic(cls, spec: TopicSpec, which: str = "run") -> "RunTarget":
+        """The topic's `run` command, or its quick `check` (dry run) with which="check"."""
+        return cls(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, which)),
+                   timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb, metric=spec.metric.name,
+                   label=getattr(spec, which))
+
+
+def as_target(spec: TopicSpec | RunTarget) -> RunTarget:
+    return spec if isinstance(spec, RunTarget) else RunTarget.of_topic(spec)
+
+
+def _tail_file(path: str, limit: int = 20000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def code_hash(code: str, spec: TopicSpec | RunTarget) -> str:
+    t = as_target(spec)
+    return hashlib.sha256(f"{t.label or ' '.join(t.command)}\n{t.timeout_s}\n{code}".encode()).hexdigest()[:16]
+
+
+def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, attempt: int,
+             env: dict[str, str] | None = None) -> Attempt:
+    """One sandboxed attempt; `env` adds variables to the command's environment (e.g. the
+    fan-out's CUDA_VISIBLE_DEVICES / thread counts)."""
+    t = as_target(spec)
+    ws = workdir / f"attempt-{attempt}"
+    if ws.exists():
+        shutil.rmtree(ws)
+    prepare_workspace(t.folder, ws, **({"ignore": t.ignore} if t.ignore else {}))
+    (ws / t.code_file).write_text(code)
+    cmd = list(t.command)
+    res = runner.run(cmd, ws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}))
+    stderr = _tail_file(res.stderr_path) or res.stderr_tail
+    metrics: dict[str, float] = {}
+    error = None
+    if res.timed_out:
+        error = f"timed out after {t.timeout_s:g} s ({res.killed_reason or 'killed'})"
+    elif res.exit_code != 0:
+        error = error_line(stderr) or f"exit code {res.exit_code}"
+        if res.killed_reason:
+            error = f"{error} ({res.killed_reason})"
+    elif t.metric is not None:
+        f = ws / OUT_DIR / "final_info.json"
+        if not f.exists():
+            error = "the script exited 0 but wrote no final_info.json"
+        else:
+            try:
+                metrics, error = parse_metrics(json.loads(f.read_text()), t.metric)
+            except json.JSONDecodeError as e:
+                error = f"final_info.json is not valid JSON: {e}"
+    frames = own_frames(stderr, ws) if error else []
+    return Attempt(attempt=attempt, command=cmd, exit_code=res.exit_code, timed_out=res.timed_out,
+                   duration_s=round(res.duration_s, 2), stdout_tail=res.stdout_tail[-2000:],
+                   stderr_tail=stderr[-3000:], error=error, frames=frames,
+                   local_structure=local_structure(frames, ws, mark=True) if frames else "",
+                   error_notes=error_notes(error, frames, ws) if frames else "", metrics=metrics)
+
+
+def default_repair_format(llm, edit_format: str) -> str:
+    """The edit format of repairs: the patch's format, except on the local model with the
+    format left on "auto", where only the changed definitions are asked for (a fraction of a
+    whole file's output tokens; measured in bench/RESULTS.md, section "repair")."""
+    if llm is not None and getattr(llm, "edit_format", "") == "auto" and llm.is_local():
+        return "functions"
+    return edit_format
+
+
+def error_report(a: Attempt, mode: str) -> str:
+    """What the model is told about a failed attempt in each debugging mode."""
+    if a.timed_out:
+        return f"{a.error}\nMake the script finish faster."
+    if mode == "error":
+        return a.error or "the script failed"
+    if mode == "structure" and a.frames and a.error:  # the frames in the script's own code
+        return format_frames(a.frames, a.error)
+    tb = last_traceback(a.stderr_tail)
+    return (tb[-2500:] if tb else a.stderr_tail[-1500:]) or a.error or "the script failed"
+
+
+# errors that say the code itself refers to something that is not there: when one surfaces at a
+# line the last fix wrote, that fix broke the script rather than moved its error on
+BROKEN_BY_FIX = ("NameError", "UnboundLocalError", "AttributeError", "ImportError", "ModuleNotFoundError",
+                 "SyntaxError", "IndentationError", "RecursionError")
+
+
+def written_lines(old: str, new: str) -> set[int]:
+    """1-based numbers of the lines of `new` that an edit of `old` wrote (inserted or replaced)."""
+    sm = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    return {j + 1 for tag, _, _, j1, j2 in sm.get_opcodes() if tag in ("replace", "insert") for j in range(j1, j2)}
+
+
+def broken_by_fix(before: Attempt, after: Attempt, old_code: str, new_code: str, code_file: str) -> bool:
+    """Did the fix from `old_code` (run as `before`) to `new_code` (run as `after`) break the
+    script: a new error of a BROKEN_BY_FIX kind, raised in a line the fix wrote?"""
+    if after.error is None or after.timed_out or after.error == before.error or not after.frames:
+        return False
+    kind = after.error.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    inner = after.frames[-1]
+    return kind in BROKEN_BY_FIX and inner.file == code_file and inner.line in written_lines(old_code, new_code)
+
+
+def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, mode: str, edit_format: str,
+           title: str = "", honesty: bool = True, item: str | None = None, failed: Attempt | None = None,
+           rejected: str = "", ask_round: int = 0) -> str | None:
+    """Ask the LLM to fix the failure recorded in `failed` (default: `a`) of the code `current`;
+    fills a.analysis, a.fix_status, a.fix_diff, a.fix_error. Returns the repaired code, or None
+    when no usable fix came back. `item`: the idea the LLM calls are accounted to; `rejected`: a
+    fix already tried on `current` that made things worse (shown so it is not proposed again);
+    `ask_round` > 0: earlier repairs of this failure brought no usable fix (asked again, sampled).
+    A fix must apply in `edit_format` (a file that does not parse is rewritten whole) and,
+    with `honesty`, keep what `reference` (the code the loop started from) trains, evaluates
+    and writes."""
+    f = failed or a
+    error = error_report(f, mode)
+    fmt = edit_format if check_compiles(current, target.code_file) is None else "whole"
+    if mode == "structure" and not f.timed_out and not (ask_round and a.analysis):  # asked again: same analysis
+        res = llm.complete(prompts.analyse(current, target.code_file, error, f.local_structure, title,
+                                           notes=f.error_notes),
+                           stage="debug_analysis", max_tokens=ANALYSIS_TOKENS, max_retries=0, item=item)
+        a.analysis = (res.text or "").strip()[:1500] if res.ok else ""
+
+    def parse(text: str, src: str = current):
+        try:
+            edit = apply_edit(src, text.replace(MARK, ""), fmt, target.code_file)  # markers copied from the prompt
+        except EditError as e:
+            if e.status != "no_op":
+                raise
+            # the small model often returns the faulty line itself: say what that means
+            raise EditError("no_op", "the code you returned is already in the file, unchanged, so running it "
+                            f"fails again with: {(f.error or '')[:200]}. Return it changed so that this error "
+                            "cannot happen") from None
+        if honesty and (problems := honesty_problems(reference, edit.code, target.metric)):
+            raise EditError("dishonest", "the fix " + "; ".join(problems) + ": fix the error instead")
+        return edit
+
+    messages = prompts.fix(current, target.code_file, fmt, error, f.local_structure, title, mode=mode,
+                           analysis=a.analysis, generic=target.metric is None, notes=f.error_notes,
+                           rejected=rejected)
+    res, resamples = complete_resampled(llm, messages, stage="debug", parse=parse, max_tokens=max_tokens(fmt),
+                                        max_retries=WHOLE_FILE_RETRIES, item=item, round=ask_round)
+    a.fix_resamples += resamples
+    if not res.ok:
+        a.fix_status, a.fix_error = status_of(res.error), res.error
+        return None
+    a.fix_status, a.fix_diff = "ok", res.value.diff
+    return res.value.code
+
+
+def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, workdir: Path, idea_id: str,
+                    title: str, max_repairs: int, edit_format: str, with_structure: bool = True,
+                    log: Callable[[str], None] = print, mode: str | None = None, repair_format: str | None = None,
+                    honesty: bool = True, memo: bool = True, env: dict[str, str] | None = None,
+                    on_attempt: Callable[[Attempt], None] | None = None) -> RunResult:
+    """Run `code`; on failure ask the LLM for a fix and try again, up to max_repairs fixes.
+
+    mode: "structure" (traceback + local code structure, analysed first; the default),
+    "traceback" (traceback only) or "error" (last error line only); None follows the older
+    `with_structure` switch. repair_format: the edit format of fixes (None: the patch's
+    `edit_format`, or "functions" on the local model, see `default_repair_format`)."""
+    target = as_target(spec)
+    mode = mode or ("structure" if with_structure else "traceback")
+    if mode not in MODES:
+        raise ValueError(f"unknown debugging mode {mode!r} (one of {', '.join(MODES)})")
+    fmt = repair_format or default_repair_format(llm, edit_format)
+    workdir.mkdir(parents=True, exist_ok=True)
+    variant = f"{max_repairs}" if max_repairs == 0 else f"{max_repairs}-{mode}-{fmt}" + ("" if honesty else "-unchecked")
+    memo_file = workdir / f"result-{code_hash(code, target)}-{variant}.json"
+    if memo and memo_file.exists():  # finished before (e.g. a resumed run): do not re-run the experiment
+        log(f"{idea_id}: reusing the finished experiment in {memo_file.name}")
+        return RunResult.model_validate_json(memo_file.read_text())
+    notify = on_attempt or (lambda a: None)
+    attempts: list[Attempt] = []
+    current = code
+    reason = None
+    asked = 0  # repairs asked for: the budget; a repair that brought no usable fix counts too
+    base: tuple[str, Attempt] | None = None  # the code the last fix was made from, and its run
+    for n in range(1, max_repairs + 2):
+        a = run_once(target, current, runner, workdir, n, env=env)
+        attempts.append(a)
+        log(f"{idea_id}: attempt {n}: " + ("ok " + json.dumps(a.metrics) if a.error is None else a.error))
+        if a.error is None or asked >= max_repairs:
+            reason = a.error
+            notify(a)
+            break
+        source, failed, rejected = current, a, ""
+        if base is not None and broken_by_fix(base[1], a, base[0], current, target.code_file):
+            # the last fix broke the script: fix the code from before it, and say what not to do
+            source, failed = base
+            a.reverted = True
+            rejected = f"{base[1].fix_diff[-1500:]}\nWith it, the script failed with: {a.error}"
+            log(f"{idea_id}: the fix before attempt {n} broke the script ({a.error}): repairing the code from before it")
+        fixed = None
+        while fixed is None and asked < max_repairs:  # an unusable answer: ask again (sampled) while budget is left
+            fixed = repair(a, source, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
+                           honesty=honesty, item=idea_id, failed=failed, rejected=rejected, ask_round=a.fix_rounds)
+            asked += 1
+            a.fix_rounds += 1
+            if fixed is None:
+                log(f"{idea_id}: repair {asked} failed: {a.fix_error}")
+        base = (source, a if failed is a else failed.model_copy(update={"fix_diff": a.fix_diff}))
+        notify(a)
+        if fixed is None:
+            reason = f"{a.error}; the repair failed: {a.fix_error}"
+            break
+        log(f"{idea_id}: repair {asked} applied ({a.fix_diff.count(chr(10))} diff lines)")
+        current = fixed
+    last = attempts[-1]
+    if last.error is None:
+        result = RunResult(idea_id=idea_id, status="success", attempts=attempts, n_attempts=len(attempts),
+                           metrics=last.metrics, final_code=current,
+                           metric_value=last.metrics.get(target.metric) if target.metric else None)
+    else:
+        result = RunResult(idea_id=idea_id, status="failed", reason=reason, attempts=attempts,
+                           n_attempts=len(attempts), final_code=current)
+    if memo:
+        memo_file.write_text(result.model_dump_json())
+    return result
+
+
+def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env: dict[str, str] | None = None,
+                 log: Callable[[str], None] = print) -> RunResult:
+    """With budget.seeds > 1: run a successful result's final code again with seeds 1..n-1 (the
+    run itself was seed 0); the metric becomes the mean, with the spread (sample standard
+    deviation) beside it. A seed that fails fails the result: the change is not robust."""
+    n = spec.budget.seeds
+    if n <= 1 or result.status != "success" or result.seed_values:
+        return result
+    values = [result.metric_value]
+    for seed in range(1, n):
+        target = RunTarget(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, seed=seed)),
+                           timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb,
+                           metric=spec.metric.name, label=f"{spec.run} seed={seed}")
+        r = run_with_repair(target, result.final_code, runner=runner, llm=None, workdir=workdir / f"seed-{seed}",
+                            idea_id=f"{result.idea_id} seed {seed}", title="", max_repairs=0, edit_format="whole",
+                            log=log, env=env)
+        if r.status != "success":
+            return result.model_copy(update={"status": "failed", "reason": f"seed {seed} failed: {r.reason}"})
+        values.append(r.metric_value)
+    mean, spread = seed_summary(values)
+    m = spec.metric.name
+    return result.model_copy(update={
+        "metric_value": mean, "seed_values": values, "metric_spread": spread,
+        "metrics": {**result.metrics, f"{m}_seed0": values[0], m: mean, f"{m}_spread": spread}})
+
+
+def run_reference(spec: TopicSpec, runner, tracker, log: Callable[[str], None] = print,
+                  env: dict[str, str] | None = None) -> RunResult:
+    """The baseline: the unmodified reference code, no repairs."""
+    code = spec.code_path.read_text()
+    workdir = under_home("workspaces", spec.name, "baseline")
+    result = run_with_repair(spec, code, runner=runner, llm=None, workdir=workdir, idea_id=f"{spec.name}/baseline",
+                             title="baseline", max_repairs=0, edit_format="whole", log=log, env=env)
+    result = repeat_seeds(spec, result, runner, workdir, env=env, log=log)
+    if result.mlflow_run_id is None and tracker is not None:
+        a = result.attempts[-1]
+        result.mlflow_run_id = tracker.log_run(
+            spec.name, f"{spec.name} baseline", {"researchloop.kind": "baseline", "researchloop.code": code_hash(code, spec)},
+            params={"topic": spec.name, "command": " ".join(a.command)}, metrics=result.metrics,
+            texts={"stdout_tail.txt": a.stdout_tail, "stderr_tail.txt": a.stderr_tail, "experiment.py": code},
+            failed=result.status != "success")
+    return result
