@@ -1,4 +1,5 @@
-"""Decisions the sensors make, as pure functions over what is stored."""
+"""When the loop starts another round: one decision, asked by both loop drivers (round_sensor in
+pipelines/sensors.py and `researchloop run` in pipelines/cli.py), over what is stored."""
 from __future__ import annotations
 
 from resources.store import Store, round_number
@@ -31,3 +32,33 @@ def stop_reason(spec: TopicSpec, rounds: list[dict], tokens: float = 0, cost_usd
         return f"no improvement in the last {b.patience} round(s)"
     return None
 
+
+def topic_stop_reason(instance, spec: TopicSpec, store: Store) -> str | None:
+    """The stop rules over the topic's stored rounds and the LLM usage its rounds' stages
+    recorded in their materialisation metadata."""
+    from assets import ROUND_ASSETS
+    from assets.feedback_summary.feedback import progress_rows
+    from assets.shared.metadata import round_usage
+    from assets.shared.partitions import multi_key
+
+    rows = progress_rows(store, spec.name)
+    stages = [a.key.to_user_string() for a in ROUND_ASSETS]
+    usage = [round_usage(instance, str(multi_key(spec.name, r["round"])), stages) for r in rows]
+    return stop_reason(spec, rows, sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage),
+                       sum(u["cost_usd"] for u in usage))
+
+
+def decide_next_round(instance, spec: TopicSpec, store: Store, finished_round: str | None) -> tuple[str | None, str]:
+    """(the round to start after `finished_round`, why) or (None, why not). The one place that
+    decides whether a topic gets another round: the round budget, a round already done, then
+    the stop rules (token and cost budgets, patience) over the stored rounds and usage."""
+    n = 1 if finished_round is None else round_number(finished_round) + 1
+    rk = next_round(spec, store, finished_round)
+    if rk is None:
+        if n > spec.budget.rounds:
+            return None, f"round budget spent ({n - 1}/{spec.budget.rounds})"
+        return None, f"r{n} already has feedback"
+    why = topic_stop_reason(instance, spec, store)
+    if why is not None:
+        return None, why
+    return rk, "no stop rule holds"

@@ -3,8 +3,9 @@
 import dagster as dg
 
 from assets.shared.partitions import multi_key, round_partitions, topic_partitions
+from pipelines.guards import TOPIC_TAG, fail_stale_runs, lock_held, topic_busy
 from pipelines.jobs import research_round_job, topic_setup_job
-from pipelines.loop import next_round, stop_reason
+from pipelines.loop import decide_next_round
 from resources.paths import experiments_root
 from resources.store import Store, split_partition_key
 from schemas.topic import TopicSpecError, discover_topics, load_topic
@@ -13,78 +14,100 @@ from schemas.topic import TopicSpecError, discover_topics, load_topic
 @dg.sensor(job=topic_setup_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Registers every valid experiments/<topic>/topic.yaml as a topic partition and sets it up.")
 def topic_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    valid, errors = discover_topics(experiments_root())
-    for folder, err in errors.items():
+    try:
+        valid, errors = discover_topics(experiments_root())
+    except Exception as e:  # noqa: BLE001  e.g. an unreadable experiments folder: warn on this tick, never raise
+        context.log.warning(f"cannot list topics: {type(e).__name__}: {e}")
+        return dg.SensorResult(skip_reason=f"cannot list topics: {e}")
+    for err in errors.values():
         context.log.warning(f"not registered: {err}")
     known = set(context.instance.get_dynamic_partitions(topic_partitions.name))
-    new = sorted(set(valid) - known)
+    new = []
+    for t in sorted(set(valid) - known):
+        if lock_held(t):  # a `researchloop run` sets it up and registers it itself
+            context.log.info(f"{t}: not set up here, a `researchloop run` holds its lock")
+        else:
+            new.append(t)
     skip = None
     if not new:
         skip = "no new topic folders" + (f"; invalid: {'; '.join(errors.values())}" if errors else "")
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=t, run_key=f"setup:{t}", tags={"researchloop/topic": t})
-                      for t in new],
+        run_requests=[dg.RunRequest(partition_key=t, run_key=f"setup:{t}", tags={TOPIC_TAG: t}) for t in new],
         dynamic_partitions_requests=[topic_partitions.build_add_request(new)] if new else [],
         skip_reason=skip,
     )
 
 
-def topic_stop_reason(instance, spec, store: Store) -> str | None:
-    """The stop rules (pipelines/loop.py) over the topic's stored rounds and recorded LLM usage."""
-    from assets import ROUND_ASSETS
-    from assets.feedback_summary.feedback import progress_rows
-    from assets.shared.metadata import round_usage
-
-    rows = progress_rows(store, spec.name)
-    stages = [a.key.to_user_string() for a in ROUND_ASSETS]
-    usage = [round_usage(instance, str(multi_key(spec.name, r["round"])), stages) for r in rows]
-    return stop_reason(spec, rows, sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage),
-                       sum(u["cost_usd"] for u in usage))
-
-
-def _requests_after(instance, asset: str, cursor: str | None, store: Store, log=print):
-    """Round requests caused by new materialisations of `asset` since `cursor`."""
+def _candidates(instance, asset: str, cursor: str | None, log) -> tuple[list[tuple[str, str | None, str]], str | None]:
+    """(topic, finished round or None, run id) for each new materialisation of `asset` since
+    `cursor`; an unreadable record is logged and skipped."""
     res = instance.fetch_materializations(dg.AssetKey(asset), limit=100, cursor=cursor, ascending=True)
-    wanted: dict[tuple[str, str], None] = {}
+    found = []
     for rec in res.records:
-        pk = rec.partition_key
-        if pk is None:
-            continue
-        topic, finished = split_partition_key(pk)
         try:
-            spec = load_topic(experiments_root() / topic)
-        except TopicSpecError:
-            continue
-        rk = next_round(spec, store, finished)
-        if rk is None:
-            continue
-        why = topic_stop_reason(instance, spec, store)
-        if why is not None:
-            log(f"{topic}: not starting {rk}: {why}")
-            continue
-        wanted[(topic, rk)] = None
-    return list(wanted), res.cursor
+            if rec.partition_key is None:
+                continue
+            topic, finished = split_partition_key(rec.partition_key)
+            found.append((topic, finished, rec.run_id))
+        except Exception as e:  # noqa: BLE001  one bad record must not stop the others
+            log.warning(f"skipped a {asset} record ({rec.partition_key!r}): {type(e).__name__}: {e}")
+    return found, res.cursor
+
+
+def _decide(instance, topic: str, finished: str | None, run_id: str, store: Store, log) -> tuple[str | None, bool]:
+    """(round to start or None, whether to look again next tick because the topic is busy)."""
+    try:
+        spec = load_topic(experiments_root() / topic)
+    except TopicSpecError:
+        return None, False
+    busy = topic_busy(instance, topic, exclude={run_id})  # the run that just materialised does not count
+    if busy:
+        log.info(f"{topic}: waiting, {busy}")
+        return None, True
+    rk, why = decide_next_round(instance, spec, store, finished)
+    if rk is None:
+        log.info(f"{topic}: no round after {finished or 'the set-up'}: {why}")
+    return rk, False
 
 
 @dg.sensor(job=research_round_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts round 1 after a topic's baseline, and round r+1 when round r's feedback_summary "
                        "lands, until a stop rule holds: the round budget, the token or cost budget, or no "
-                       "improvement in `patience` rounds (topic.yaml budget).")
+                       "improvement in `patience` rounds (topic.yaml budget). Waits while a `researchloop run` "
+                       "drives the topic or one of its runs is in flight.")
 def round_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     import json
 
+    log = context.log
     cursors = json.loads(context.cursor) if context.cursor else {}
+    try:
+        fail_stale_runs(context.instance, log=log.warning)
+    except Exception as e:  # noqa: BLE001  the rounds can still be decided
+        log.warning(f"stale-run cleanup failed: {type(e).__name__}: {e}")
     store = Store()
-    wanted = []
+    todo = [tuple(d) for d in cursors.pop("deferred", [])]  # busy topics from earlier ticks
     for asset in ("baseline_results", "feedback_summary"):
-        found, cursors[asset] = _requests_after(context.instance, asset, cursors.get(asset), store,
-                                                context.log.info)
-        wanted += found
+        found, cursors[asset] = _candidates(context.instance, asset, cursors.get(asset), log)
+        todo += found
+    wanted: dict[tuple[str, str], None] = {}
+    deferred: dict[tuple[str, str | None], str] = {}
+    for topic, finished, run_id in todo:
+        try:
+            rk, busy = _decide(context.instance, topic, finished, run_id, store, log)
+        except Exception as e:  # noqa: BLE001  a corrupt record of one topic: warn, go on with the others
+            log.warning(f"{topic}: skipped ({type(e).__name__}: {e})")
+            continue
+        if busy:
+            deferred[(topic, finished)] = run_id
+        elif rk is not None:
+            wanted[(topic, rk)] = None
+    if deferred:
+        cursors["deferred"] = [[t, f, r] for (t, f), r in deferred.items()]
     known = set(context.instance.get_dynamic_partitions(round_partitions.name))
     new_rounds = sorted({rk for _, rk in wanted} - known)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=str(multi_key(t, rk)), run_key=f"{t}|{rk}",
-                                    tags={"researchloop/topic": t}) for t, rk in wanted],
+                                    tags={TOPIC_TAG: t}) for t, rk in wanted],
         dynamic_partitions_requests=[round_partitions.build_add_request(new_rounds)] if new_rounds else [],
         cursor=json.dumps(cursors),
         skip_reason=None if wanted else "no round to start",
