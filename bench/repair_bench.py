@@ -4,8 +4,10 @@ Every variant in bench/broken/<suite>/manifest.jsonl is a topic's experiment wit
 (an edit of the reference, bench/broken_suite.py). For each debugging mode (structure / traceback / error) the repair loop
 (`assets.run_results.experimenting.run_with_repair`, the same code the loop and `researchloop debug`
 use) runs it with the topic's quick `check` command (a dry run that executes every line on
-tiny data), asks the LLM for up to MAX_REPAIRS fixes (default: the topic budget's default, 5), and applies the honesty check. With
-FULL_VERIFY=1 every repaired file is also run with the topic's full `run` command.
+tiny data), asks the LLM for up to MAX_REPAIRS fixes (default: the topic budget's default, 5), and applies the honesty check.
+A variant counts as repaired only if the repaired file's FULL run (the topic's `run` command)
+then exits 0 and writes the metric (bench/repair_scoring.py); each row records the dry run's
+and the full run's outcome and the final code.
 
 LLM time is scarce: the LLM cache lives in a fixed DAGSTER_HOME (/tmp/rl_repair_home), so a
 re-run with unchanged prompts costs no model time, and the bench stops starting variants after
@@ -16,6 +18,8 @@ bench/repair_results_<suite>.json and section "repair-<suite>").
   .venv/bin/python bench/repair_bench.py                     # structure vs traceback, all variants
   MODES=structure,traceback,error ONLY=missing_attribute,cuda_on_cpu .venv/bin/python bench/repair_bench.py
   FROM_JSON=bench/repair_results.json .venv/bin/python bench/repair_bench.py   # re-render the section only
+  RESCORE=1 SUITE=image nice -n 10 .venv/bin/python bench/repair_bench.py   # full runs for a record made
+                                                         # before the rule (no LLM; rebuilt from the diffs)
 """
 from __future__ import annotations
 
@@ -33,11 +37,11 @@ Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
 
 from bench.broken_suite import SUITES, load_suite  # noqa: E402
 from bench.common import machine, today, write_section  # noqa: E402
+from bench.repair_scoring import code_id, dry_run_ok, final_code, full_run, score_row
 
 
-def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int, fmt: str | None,
-               full_verify: bool) -> dict:
-    from assets.run_results.experimenting import RunTarget, run_once, run_with_repair
+def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int, fmt: str | None) -> dict:
+    from assets.run_results.experimenting import RunTarget, run_with_repair
     from resources.paths import under_home
 
     workdir = under_home("bench", mode, variant["name"])
@@ -62,11 +66,78 @@ def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int,
         "completion_tokens": sum(c.completion_tokens for c in calls),
         "diffs": [a.fix_diff for a in res.attempts if a.fix_diff],
     }
-    if full_verify and row["fixed"]:
-        full = run_once(RunTarget.of_topic(spec), res.final_code, runner, workdir / "full", 1)
-        row["full_run_ok"] = full.error is None
-        row["full_run_error"] = full.error
+    row["final_code"] = res.final_code
+    full = full_run(spec, res.final_code, runner, workdir / "full") if row["fixed"] else None
+    row = score_row(row, full)
+    row["scored_by"] = "full_run"
     return row
+
+
+def rescore(path: Path) -> dict:
+    """Score a record made before the full-run rule: rebuild each dry-run-passing row's final
+    code from its diffs, check it still passes the dry run (the rebuild is the code the loop
+    accepted), then make the topic's full run. Identical code is run once. The record is saved
+    after every run, so an interrupted re-score resumes where it stopped."""
+    from resources.paths import resolve_topic_dir, under_home
+    from resources.runner import Runner
+    from schemas.topic import load_topic
+
+    data = json.loads(path.read_text())
+    suite = data.get("suite", "pointcloud")
+    spec = load_topic(resolve_topic_dir(SUITES[suite]))
+    variants = {v["name"]: v["code"] for v in load_suite(suite)}
+    runner, work = Runner(), under_home("bench", "rescore", suite)
+
+    def save() -> None:
+        path.write_text(json.dumps(data, indent=1))
+
+    info = data.setdefault("rescored", {"date": today(), "machine": machine(), "niceness": os.nice(0),
+                                        "load_avg_at_start": round(os.getloadavg()[0], 1), "full_runs": 0,
+                                        "dry_run_based": summary_counts(data["rows"], data["modes"], "fixed")})
+    if "reference_full_run" not in data:  # the unmodified reference, same runner and machine state
+        data["reference_full_run"] = full_run(spec, spec.code_path.read_text(), runner, work / "reference")
+        info["full_runs"] += 1
+        print("reference", data["reference_full_run"], flush=True)
+        save()
+    done: dict[str, dict] = {}
+    for i, row in enumerate(data["rows"]):
+        if row.get("scored_by"):
+            if row.get("final_code_id") and row.get("full_run_s") is not None:
+                done[row["final_code_id"]] = {k: row[k] for k in ("full_run_ok", "full_run_metric",
+                                                                  "full_run_error", "full_run_s")}
+            continue
+        if not row["fixed"]:  # the dry run never passed: no full run to make
+            data["rows"][i] = {**score_row(row, None), "scored_by": "dry run failed (no full run)"}
+            continue
+        code = final_code(variants[row["name"]], row)
+        cid = code_id(code)
+        if cid not in done:
+            ok, err = dry_run_ok(spec, code, runner, work / cid / "check")
+            if not ok:  # the rebuild is not what the loop accepted: say so, do not guess
+                raise SystemExit(f"{row['name']} ({row['mode']}): the rebuilt code fails its dry run: {err}")
+            done[cid] = full_run(spec, code, runner, work / cid)
+            info["full_runs"] += 1
+        data["rows"][i] = {**score_row(row, done[cid]), "final_code_id": cid,
+                           "scored_by": f"full run, re-scored {today()} from the recorded diffs"}
+        r = data["rows"][i]
+        print(f"{r['name']:28s} {r['mode']:10s} full run {'ok' if r['full_run_ok'] else 'FAILED'} "
+              f"{r['full_run_metric'] if r['full_run_ok'] else r['full_run_error']} ({done[cid]['full_run_s']} s)",
+              flush=True)
+        save()
+    info["repaired_full_run"] = summary_counts(data["rows"], data["modes"], "fixed")
+    save()
+    publish(data)
+    return data
+
+
+def summary_counts(rows: list[dict], modes: list[str], key: str) -> dict[str, str]:
+    return {m: f"{sum(bool(r.get(key)) for r in rows if r['mode'] == m)}/{sum(r['mode'] == m for r in rows)}"
+            for m in modes}
+
+
+def scored(rows: list[dict]) -> bool:
+    """Were these rows scored by the full run (True) or only by the dry run (older records)?"""
+    return all("full_run_ok" in r for r in rows)
 
 
 def table(rows: list[dict], modes: list[str]) -> str:
@@ -81,12 +152,16 @@ def table(rows: list[dict], modes: list[str]) -> str:
             if r is None:
                 cells.append("not run")
                 continue
-            mark = "fixed" if r["fixed"] else "failed"
-            if r["fixed"]:
+            dry = r.get("dry_run_ok", r["fixed"])
+            if "full_run_ok" not in r:  # an older record: the dry run was all that was checked
+                mark = "dry run passed" if dry else "failed"
+            elif r["fixed"]:
+                mark = f"repaired, full run {r['full_run_metric']:.4f}"
+            else:
+                mark = f"dry run passed, full run failed: {(r['full_run_error'] or '')[:80]}" if dry else "failed"
+            if dry:
                 mark += f" ({r['repairs']} fix{'es' if r['repairs'] != 1 else ''}"
                 mark += f", {r['resamples']} sampled re-ask{'s' if r['resamples'] != 1 else ''})" if r.get("resamples") else ")"
-                if "full_run_ok" in r:
-                    mark += ", full run ok" if r["full_run_ok"] else ", full run FAILED"
             elif r["fix_statuses"] and r["fix_statuses"][-1] != "ok":
                 mark += f" ({r['fix_statuses'][-1]})"
             cells.append(mark)
@@ -98,9 +173,11 @@ def table(rows: list[dict], modes: list[str]) -> str:
 def summary(rows: list[dict], modes: list[str]) -> str:
     """Per mode: repair rate and the cost of the LLM calls that were not served from the cache
     (a cache hit records no tokens and no time)."""
-    out = ["| mode | repaired | within 2 repairs | honesty rejections | repairs asked | fixes undone | "
+    full = scored(rows)
+    out = ["| mode | " + ("repaired (full run scores) | dry run passes | " if full else "dry run passes (no full run) | ")
+           + "within 2 repairs | honesty rejections | repairs asked | fixes undone | "
            "LLM calls per repair | s per LLM call | output tokens per LLM call | prompt tokens per LLM call |",
-           "|---|---|---|---|---|---|---|---|---|---|"]  # a call counts its retry
+           "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if full else "")]  # a call counts its retry
     for m in modes:
         rs = [r for r in rows if r["mode"] == m]
         if not rs:
@@ -109,7 +186,9 @@ def summary(rows: list[dict], modes: list[str]) -> str:
         fresh = sum(r["llm_calls"] - r["cached_calls"] for r in rs) or 1
         dishonest = sum(s == "dishonest" for r in rs for s in r["fix_statuses"])
         within2 = sum(r["fixed"] and r["repairs"] <= 2 for r in rs)
-        out.append(f"| {m} | {sum(r['fixed'] for r in rs)}/{len(rs)} | {within2}/{len(rs)} | {dishonest} | {asked} | "
+        dry = sum(r.get("dry_run_ok", r["fixed"]) for r in rs)
+        rate = f"{sum(r['fixed'] for r in rs)}/{len(rs)} | {dry}/{len(rs)}" if full else f"{dry}/{len(rs)}"
+        out.append(f"| {m} | {rate} | {within2}/{len(rs)} | {dishonest} | {asked} | "
                    f"{sum(r.get('reverted', 0) for r in rs)} | "
                    f"{sum(r['llm_calls'] for r in rs) / asked:.1f} | {sum(r['llm_s'] for r in rs) / fresh:.0f} | "
                    f"{sum(r['completion_tokens'] for r in rs) / fresh:.0f} | {sum(r['prompt_tokens'] for r in rs) / fresh:.0f} |")
@@ -126,13 +205,15 @@ def main() -> None:
         publish(json.loads(Path(os.environ["FROM_JSON"]).read_text()))
         return
     suite = os.environ.get("SUITE", "pointcloud")
+    if os.environ.get("RESCORE") == "1":
+        rescore(Path(os.environ.get("OUT", ROOT / "bench" / f"repair_results{suffix(suite)}.json")))
+        return
     modes = os.environ.get("MODES", "structure,traceback").split(",")
     # the default of a topic's budget.debug_attempts (schemas/topic.py); "within 2 repairs" is reported too
     from schemas.topic import Budget
 
     max_repairs = int(os.environ.get("MAX_REPAIRS", Budget.model_fields["debug_attempts"].default))
     fmt = os.environ.get("FORMAT") or None  # None: the loop's default for this model
-    full_verify = os.environ.get("FULL_VERIFY", "") == "1"
     deadline = time.monotonic() + 60 * float(os.environ.get("DEADLINE_MIN", "40"))
     only = [x for x in os.environ.get("ONLY", "").split(",") if x]
     out_json = Path(os.environ.get("OUT", ROOT / "bench" / f"repair_results{suffix(suite)}.json"))
@@ -150,8 +231,7 @@ def main() -> None:
             skipped.append(v["name"])
             continue
         for m in modes:
-            r = repair_one(v, m, spec=spec, llm=llm, runner=runner, max_repairs=max_repairs, fmt=fmt,
-                           full_verify=full_verify)
+            r = repair_one(v, m, spec=spec, llm=llm, runner=runner, max_repairs=max_repairs, fmt=fmt)
             rows.append(r)
             print(f"{v['name']:26s} {m:10s} {'FIXED ' if r['fixed'] else 'failed'} runs={r['runs']} "
                   f"fixes={r['fix_statuses']} llm={r['llm_s']:.0f}s ({r['cached_calls']}/{r['llm_calls']} cached) "
@@ -163,26 +243,60 @@ def main() -> None:
     publish(data)
 
 
+SAMPLE = {"pointcloud": "in-sample: the repair loop's changes (error notes, applier fixes, undoing fixes) were "
+                         "made while measuring this suite",
+          "image": "held-out: the variants were written after the repair changes, nothing was tuned to them",
+          "sentiment": "held-out: the variants were written after the repair changes, nothing was tuned to them"}
+
+
 def render(d: dict) -> str:
     rows, modes = d["rows"], d["modes"]
     n = d["variants"] - len(d["skipped"])
-    return "\n".join([
-        f"## Repair rate on the broken suite" + ("" if d["suite"] == "pointcloud" else f" `{d['suite']}` (held out)")
-        + f" ({d['date']}, {d['machine']})",
+    suite = d.get("suite", "pointcloud")
+    re_ = d.get("rescored")
+    ref = d.get("reference_full_run")
+    if scored(rows):
+        rule = ("counted as repaired only if the repaired file's full run (the topic's `run` command) exits 0 "
+                "and writes the metric; the dry run (`check`) is what the repair loop itself checks")
+    else:
+        rule = ("**dry-run based**: counted as fixed when the topic's dry run (`check`) passed; no full run was "
+                "made (re-score with `RESCORE=1`)")
+    measured = d["date"] + (f" (repairs), {re_['date']} (full runs, re-scored without the LLM, "
+                            f"{re_['full_runs']} sandboxed runs at niceness {re_['niceness']}, "
+                            f"load average {re_['load_avg_at_start']} at the start)" if re_ else "")
+    lines = [
+        "## Repair rate on the broken suite" + ("" if suite == "pointcloud" else f" `{suite}` (held out)"),
         "",
-        f"`bench/repair_bench.py`: {n} broken variants of `{d['topic']}` (bench/broken/{d['suite']}/manifest.jsonl), "
+        "- Script: `bench/repair_bench.py`" + (" (`RESCORE=1` for the full runs)" if re_ else ""),
+        f"- Record: `bench/repair_results{suffix(suite)}.json`",
+        f"- Measured: {measured}; {d['machine']}",
+        f"- Sample: {SAMPLE.get(suite, 'held-out')}",
+        "",
+        f"{n} broken variants of `{d['topic']}` (bench/broken/{suite}/manifest.jsonl), "
         f"model `{d['model']}`, edit format `{d['format']}`, up to {d['max_repairs']} repair(s) each "
-        f"({d['max_repairs'] + 1} runs), verified with the topic's dry run (`check`), honesty check on. "
-        f"Wall time {d['wall_s'] / 60:.0f} min (LLM answers served from the cache cost nothing: "
+        f"({d['max_repairs'] + 1} runs), honesty check on; {rule}. "
+        f"Wall time of the repairs {d['wall_s'] / 60:.0f} min (LLM answers served from the cache cost nothing: "
         f"{sum(r['cached_calls'] for r in rows)}/{sum(r['llm_calls'] for r in rows)} this time)."
         + (f" Not run (time bound): {', '.join(d['skipped'])}." if d["skipped"] else ""),
+    ]
+    if ref:
+        lines.append("")
+        lines.append("The unmodified reference's full run on the same runner: "
+                     + (f"{ref['full_run_metric']:.4f}" if ref["full_run_ok"] else f"failed ({ref['full_run_error']})")
+                     + f" ({ref['full_run_s']:.0f} s).")
+    if re_:
+        before = ", ".join(f"{m} {v}" for m, v in re_["dry_run_based"].items())
+        after = ", ".join(f"{m} {v}" for m, v in re_.get("repaired_full_run", {}).items())
+        lines.append("")
+        lines.append(f"Re-scored: dry-run based {before}; by the full run {after or '(in progress)'}.")
+    return "\n".join(lines + [
         "",
         summary(rows, modes),
         "",
         table(rows, modes),
         "",
-        "DOLPHIN (236B model) reference: about half of the ideas run with traceback + local code "
-        "structure, 4/15 without.",
+        ("DOLPHIN (236B model) reference: about half of the ideas run with traceback + local code "
+         "structure, 4/15 without."),
         *([""] + [f"- {n}" for n in d["notes"]] if d.get("notes") else []),
     ])
 
