@@ -5,17 +5,20 @@ Per-idea steps fan out (one Dagster step per idea). They run concurrently up to
 present, else one per CPU core. Each running experiment holds a slot: on a GPU machine the
 slot is a GPU (its index goes to CUDA_VISIBLE_DEVICES); on CPU the cores are shared out
 (OMP_NUM_THREADS = cores // limit), so two experiments on two cores do not fight over four
-threads. Slots are file locks, so steps in separate processes (Dagster's multiprocess
-executor) share them."""
+threads. Slots are file locks (`filelock`), so steps in separate processes (Dagster's
+multiprocess executor) share them; the kernel drops a dead process's lock."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import time
 from pathlib import Path
 from typing import Iterator
+
+from filelock import FileLock, Timeout
+
+from resources.settings import settings
 
 
 def gpu_ids() -> list[str]:
@@ -32,13 +35,8 @@ def gpu_ids() -> list[str]:
 
 def parallel_limit() -> int:
     """Experiments that may run at once (>= 1)."""
-    raw = os.environ.get("RESEARCHLOOP_MAX_PARALLEL", "").strip()
-    if raw:
-        try:
-            return max(1, int(raw))
-        except ValueError as e:
-            raise ValueError(f"RESEARCHLOOP_MAX_PARALLEL must be a whole number, not {raw!r}") from e
-    return len(gpu_ids()) or (os.cpu_count() or 1)
+    limit = settings().max_parallel
+    return limit if limit is not None else len(gpu_ids()) or (os.cpu_count() or 1)
 
 
 def slot_env(slot: int, limit: int, gpus: list[str], cores: int) -> dict[str, str]:
@@ -56,16 +54,14 @@ def device_slot(lock_dir: Path, limit: int | None = None, poll_s: float = 0.2) -
     lock_dir.mkdir(parents=True, exist_ok=True)
     while True:
         for slot in range(limit):
-            f = open(lock_dir / f"slot-{slot}.lock", "w")
+            lock = FileLock(lock_dir / f"slot-{slot}.lock")
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                f.close()
+                lock.acquire(timeout=0)
+            except Timeout:
                 continue
             try:
                 yield slot_env(slot, limit, gpu_ids(), os.cpu_count() or 1)
             finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-                f.close()
+                lock.release()
             return
         time.sleep(poll_s)
