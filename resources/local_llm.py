@@ -10,9 +10,15 @@ size and sha256 and writes a ``<filename>.sha256ok`` marker.  Later calls only
 The server is xllamacpp (llama.cpp's C++ server with an OpenAI-compatible HTTP
 API) running in its *own* process (``python -m resources.local_llm serve``), so
 several Dagster step processes share one loaded model.  :func:`ensure_server`
-reuses the server recorded in ``<cache>/server.json`` when it is healthy and
-otherwise starts a new detached one; a ``fcntl`` lock keeps concurrent callers
-from starting two.
+reuses the server recorded in ``<cache>/server.json`` only after checking that it
+is ours (the recorded process, by pid and start time, runs our launcher with the
+recorded model and port, listens on that port, and ``/v1/models`` names our model);
+otherwise it starts a new detached one, on a fresh port if the one it picked was
+taken meanwhile. A ``filelock`` lock keeps concurrent callers from starting two.
+Every process that uses the server holds a lease (``<cache>/leases/<pid>.json``);
+:meth:`LocalLLM.stop` stops the server only when no other live process holds
+one, so one loop never stops the server another loop is using (``stop`` on the
+command line still stops it outright). Processes are inspected with ``psutil``.
 
 CLI::
 
@@ -27,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -43,20 +48,25 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import dagster as dg
+import psutil
+from filelock import FileLock
+
+from resources.settings import settings
 
 __all__ = [
     "MODELS",
-    "ModelSpec",
     "LocalLLM",
+    "ModelSpec",
     "assemble_model",
     "default_cache_dir",
     "ensure_server",
+    "release_server",
     "server_status",
     "stop_server",
 ]
@@ -104,8 +114,7 @@ MODELS: dict[str, ModelSpec] = {
 
 def default_cache_dir() -> Path:
     """``$RESEARCHLOOP_CACHE`` or ``~/.cache/researchloop``."""
-    env = os.environ.get("RESEARCHLOOP_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "researchloop"
+    return settings().cache_dir()
 
 
 def _cache(cache_dir: str | os.PathLike | None) -> Path:
@@ -121,15 +130,10 @@ def _spec(name: str | ModelSpec) -> ModelSpec:
         raise KeyError(f"unknown model {name!r}; known: {sorted(MODELS)}") from None
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def _file_lock(path: Path) -> FileLock:
+    """An exclusive lock between processes (and threads), released by the kernel if we die."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return FileLock(path)
 
 
 # --------------------------------------------------------------------------- #
@@ -193,7 +197,7 @@ def pip_download(package: str, version: str, dest: Path) -> Path:
     ]
     last = None
     for attempt in range(3):
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
         wheels = sorted(dest.glob("*.whl"))
         if proc.returncode == 0 and wheels:
             return wheels[0]
@@ -316,9 +320,20 @@ _GOMP_SPINCOUNT = "20000000"
 
 
 def _free_port() -> int:
+    """A port nobody listens on now. Another process may take it before the server binds it:
+    `_start_locked` then retries on another port."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def _reap(pid: int) -> None:
@@ -327,36 +342,94 @@ def _reap(pid: int) -> None:
         _CHILDREN.pop(pid, None)
 
 
-def _pid_alive(pid: int) -> bool:
+def _process(pid: object, create_time: float | None = None) -> psutil.Process | None:
+    """The live (not zombie) process `pid`, and, when `create_time` is given, only if it is the
+    same process that was recorded (not a later one that reused the pid)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return None
     _reap(pid)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        if create_time is not None and abs(proc.create_time() - create_time) > 0.5:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except psutil.AccessDenied:
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    return _process(pid) is not None
+
+
+def _is_our_server(pid: int, state: dict | None = None) -> bool:
+    """The process runs our launcher (`python -m resources.local_llm serve`); with a recorded
+    state, also with its model and port, and it is the process that was started (start time)."""
+    state = state or {}
+    proc = _process(pid, state.get("create_time"))
+    if proc is None:
         return False
-    except PermissionError:
-        return True
-    try:  # a zombie still answers kill(0)
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _is_our_server(pid: int) -> bool:
-    """Guard against PID reuse: the process must be our launcher."""
     try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return _pid_alive(pid)  # no /proc: trust the state file
-    return b"resources.local_llm" in cmd and b"serve" in cmd
+        cmd = proc.cmdline()
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    if "resources.local_llm" not in cmd or "serve" not in cmd:
+        return False
+    for flag, key in (("--model", "model_path"), ("--port", "port")):
+        if key in state and not _has_arg(cmd, flag, str(state[key])):
+            return False
+    return True
+
+
+def _has_arg(cmd: list[str], flag: str, value: str) -> bool:
+    return any(a == flag and i + 1 < len(cmd) and cmd[i + 1] == value for i, a in enumerate(cmd))
+
+
+def _listens_on(pid: int, port: int) -> bool:
+    """The process holds a listening TCP socket on `port` (True when the OS will not tell us)."""
+    try:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.AccessDenied:
+        return True
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns)
+
+
+def _get_json(port: int, path: str, timeout: float) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return json.loads(r.read() or b"{}") if r.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def _healthy(port: int, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=timeout) as r:
-            return r.status == 200 and json.loads(r.read() or b"{}").get("status") == "ok"
-    except (urllib.error.URLError, OSError, ValueError):
+    return (_get_json(port, "/health", timeout) or {}).get("status") == "ok"
+
+
+def _serves_model(port: int, alias: str, timeout: float = 3.0) -> bool:
+    """`/v1/models` on the port names our model (its alias)."""
+    body = _get_json(port, "/v1/models", timeout) or {}
+    ids = {m.get("id") for m in body.get("data") or [] if isinstance(m, dict)}
+    ids |= {m.get("name") for m in body.get("models") or [] if isinstance(m, dict)}
+    return alias in ids
+
+
+def is_ours(state: dict | None) -> bool:
+    """A recorded server may be adopted only if every check agrees: the pid is the process we
+    started (start time), running our launcher with the recorded model and port, listening on
+    that port, and /v1/models there names our model."""
+    if not state:
         return False
+    pid, port = state.get("pid"), state.get("port")
+    if not isinstance(pid, int) or not isinstance(port, int):
+        return False
+    return (_is_our_server(pid, state) and _listens_on(pid, port)
+            and _serves_model(port, state.get("model", "")))
 
 
 def _read_state(cache: Path) -> dict | None:
@@ -379,28 +452,33 @@ def _log_tail(path: Path, n: int = 40) -> str:
         return "(no log)"
 
 
-def _kill(pid: int, grace: float = 10.0) -> bool:
-    """SIGTERM (whole session group) then SIGKILL; True if a live process was signalled."""
-    if not _pid_alive(pid) or not _is_our_server(pid):
+def _kill(pid: int, grace: float = 10.0, state: dict | None = None) -> bool:
+    """SIGTERM (whole session group) then SIGKILL; True if a live process was signalled. Only
+    our launcher (and, with a recorded state, the very process recorded) is ever signalled."""
+    if not _is_our_server(pid, state):
         return False
 
-    def send(sig: int) -> None:
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, sig)
-            else:
-                os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
+    try:
+        tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return False
 
-    send(signal.SIGTERM)
+    def live() -> list[psutil.Process]:
+        return [p for p in tree if _process(p.pid, p.create_time()) is not None]
+
+    def send(sig: int) -> None:
+        for p in live():
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+
+    send(signal.SIGTERM)   # the launcher and everything it started
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _pid_alive(pid):
+    while time.monotonic() < deadline and live():
         time.sleep(0.1)
-    if _pid_alive(pid):
+    if live():
         send(signal.SIGKILL)
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and _pid_alive(pid):
+        while time.monotonic() < deadline and live():
             time.sleep(0.05)
     proc = _CHILDREN.pop(pid, None)
     if proc is not None:
@@ -413,21 +491,26 @@ def _stop_locked(cache: Path) -> bool:
     state = _read_state(cache)
     stopped = False
     if state and isinstance(state.get("pid"), int):
-        stopped = _kill(state["pid"])
+        stopped = _kill(state["pid"], state={k: state[k] for k in ("create_time",) if k in state})
     (cache / _STATE).unlink(missing_ok=True)
     return stopped
+
+
+def _server_cmd(model_path: Path, port: int, ctx_size: int, threads: int, alias: str) -> list[str]:
+    return [
+        sys.executable, "-m", "resources.local_llm", "serve",
+        "--model", str(model_path), "--port", str(port),
+        "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", alias,
+    ]
+
+
+PORT_TRIES = 3  # a port taken between picking and binding is replaced this many times
 
 
 def _start_locked(
     cache: Path, name: str, model_path: Path, ctx_size: int, threads: int, timeout: float
 ) -> dict:
     log_path = cache / _LOG
-    port = _free_port()
-    cmd = [
-        sys.executable, "-m", "resources.local_llm", "serve",
-        "--model", str(model_path), "--port", str(port),
-        "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", name,
-    ]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p
@@ -436,38 +519,57 @@ def _start_locked(
     # ~130% CPU while idle, starving the experiments; ACTIVE with a bounded spin count
     # (GOMP_SPINCOUNT) decodes 10.5 tok/s and idles at ~0% CPU. RESEARCHLOOP_LLM_WAIT_POLICY
     # overrides the policy (PASSIVE is the safe choice on a machine shared with other work).
-    env["OMP_WAIT_POLICY"] = os.environ.get("RESEARCHLOOP_LLM_WAIT_POLICY") or _OMP_WAIT_POLICY
+    env["OMP_WAIT_POLICY"] = settings().llm_wait_policy or _OMP_WAIT_POLICY
     env.setdefault("GOMP_SPINCOUNT", _GOMP_SPINCOUNT)
     with contextlib.suppress(OSError):  # keep the request log bounded
         if log_path.stat().st_size > 20 * 1024 * 1024:
             os.replace(log_path, log_path.with_name(log_path.name + ".1"))
     t0 = time.monotonic()
-    with open(log_path, "ab") as log:
-        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
-        log.flush()
-        proc = subprocess.Popen(
-            cmd, cwd=str(_REPO_ROOT), env=env, stdin=subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-        )
-    _CHILDREN[proc.pid] = proc
-    while True:
-        if proc.poll() is not None:
-            _CHILDREN.pop(proc.pid, None)
-            raise RuntimeError(
-                f"local LLM server exited with code {proc.returncode} during startup; "
-                f"log {log_path}:\n{_log_tail(log_path)}"
+    for port_try in range(1, PORT_TRIES + 1):
+        port = _free_port()
+        cmd = _server_cmd(model_path, port, ctx_size, threads, name)
+        with open(log_path, "ab") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                cmd, cwd=str(_REPO_ROOT), env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
             )
-        if _healthy(port, timeout=1.0):
-            break
-        if time.monotonic() - t0 > timeout:
-            _kill(proc.pid, grace=3)
-            raise TimeoutError(
-                f"local LLM server not healthy after {timeout:.0f}s; log {log_path}:\n"
-                f"{_log_tail(log_path)}"
-            )
-        time.sleep(0.25)
+        _CHILDREN[proc.pid] = proc
+        lost_port = False
+        while True:
+            if proc.poll() is not None:
+                _CHILDREN.pop(proc.pid, None)
+                if _port_taken(port) and port_try < PORT_TRIES:
+                    lost_port = True  # someone bound the port between our pick and the server's bind
+                    break
+                raise RuntimeError(
+                    f"local LLM server exited with code {proc.returncode} during startup; "
+                    f"log {log_path}:\n{_log_tail(log_path)}"
+                )
+            # healthy *and* ours: a stranger that took the port may answer /health too
+            if _healthy(port, timeout=1.0):
+                if _listens_on(proc.pid, port):
+                    break
+                if port_try < PORT_TRIES:
+                    _kill(proc.pid, grace=3)
+                    lost_port = True
+                    break
+            if time.monotonic() - t0 > timeout:
+                _kill(proc.pid, grace=3)
+                raise TimeoutError(
+                    f"local LLM server not healthy after {timeout:.0f}s; log {log_path}:\n"
+                    f"{_log_tail(log_path)}"
+                )
+            time.sleep(0.25)
+        if lost_port:
+            with open(log_path, "ab") as log:
+                log.write(f"=== port {port} was taken by another process; trying another\n".encode())
+            continue
+        break
     return {
         "pid": proc.pid,
+        "create_time": psutil.Process(proc.pid).create_time(),
         "port": port,
         "model": name,
         "model_path": str(model_path),
@@ -477,7 +579,46 @@ def _start_locked(
         "log": str(log_path),
         "started_at": time.time(),
         "startup_s": round(time.monotonic() - t0, 2),
+        "port_tries": port_try,
     }
+
+
+# -- leases: who is using the server -------------------------------------------------------- #
+
+_LEASES = "leases"
+
+
+def _me() -> tuple[int, float]:
+    return os.getpid(), psutil.Process().create_time()
+
+
+def _lease_path(cache: Path, pid: int) -> Path:
+    return cache / _LEASES / f"{pid}.json"
+
+
+def _take_lease(cache: Path) -> None:
+    pid, created = _me()
+    path = _lease_path(cache, pid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"pid": pid, "create_time": created}))
+    os.replace(tmp, path)
+
+
+def live_leases(cache: Path) -> list[int]:
+    """Pids of the live processes holding a lease; leases of dead processes (a killed loop) are
+    dropped on the way."""
+    alive = []
+    for f in sorted((cache / _LEASES).glob("*.json")) if (cache / _LEASES).is_dir() else []:
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError):
+            rec = {}
+        if _process(rec.get("pid"), rec.get("create_time")) is not None:
+            alive.append(rec["pid"])
+        else:
+            f.unlink(missing_ok=True)
+    return alive
 
 
 def ensure_server(
@@ -487,41 +628,60 @@ def ensure_server(
     threads: int = 2,
     timeout: float = 180.0,
     progress: bool = False,
+    lease: bool = True,
 ) -> str:
-    """Return the base_url (``http://127.0.0.1:PORT/v1``) of a healthy shared server.
+    """Return the base_url (``http://127.0.0.1:PORT/v1``) of a healthy shared server, and (with
+    ``lease``) record that this process uses it.
 
-    Reuses the server recorded in ``<cache>/server.json`` if it is alive, healthy and
-    serves the same model/ctx/threads; otherwise stops it and starts a new one.
+    Reuses the server recorded in ``<cache>/server.json`` only if it serves the same
+    model/ctx/threads and passes every identity check (:func:`is_ours`); otherwise stops it
+    (only if it is our launcher) and starts a new one.
     """
     cache = _cache(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     model_path = assemble_model(name, cache, progress=progress)
     with _file_lock(cache / _LOCK):
         state = _read_state(cache)
+        url = None
         if state:
             same = (
                 state.get("model_path") == str(model_path)
                 and state.get("ctx_size") == ctx_size
                 and state.get("threads") == threads
             )
-            pid, port = state.get("pid"), state.get("port")
-            alive = isinstance(pid, int) and _pid_alive(pid) and _is_our_server(pid)
-            if same and alive and isinstance(port, int):
+            if same and is_ours(state):
                 deadline = time.monotonic() + 15  # tolerate a momentarily busy server
                 while time.monotonic() < deadline:
-                    if _healthy(port, timeout=3.0):
-                        return state["base_url"]
-                    if not _pid_alive(pid):
+                    if _healthy(state["port"], timeout=3.0):
+                        url = state["base_url"]
+                        break
+                    if not _pid_alive(state["pid"]):
                         break
                     time.sleep(0.5)
-            _stop_locked(cache)
-        state = _start_locked(cache, name, model_path, ctx_size, threads, timeout)
-        _write_state(cache, state)
-        return state["base_url"]
+            if url is None:
+                _stop_locked(cache)
+        if url is None:
+            state = _start_locked(cache, name, model_path, ctx_size, threads, timeout)
+            _write_state(cache, state)
+            url = state["base_url"]
+        if lease:
+            _take_lease(cache)
+        return url
+
+
+def release_server(cache_dir: str | os.PathLike | None = None) -> bool:
+    """This process no longer uses the server: drop its lease, and stop the server if no other
+    live process holds one. True if the server was stopped."""
+    cache = _cache(cache_dir)
+    with _file_lock(cache / _LOCK):
+        _lease_path(cache, os.getpid()).unlink(missing_ok=True)
+        if live_leases(cache):
+            return False
+        return _stop_locked(cache)
 
 
 def stop_server(cache_dir: str | os.PathLike | None = None) -> bool:
-    """Stop the recorded server (SIGTERM, then SIGKILL); True if one was running."""
+    """Stop the recorded server (SIGTERM, then SIGKILL) whoever uses it; True if one was running."""
     cache = _cache(cache_dir)
     if not (cache / _STATE).exists():
         return False
@@ -535,7 +695,7 @@ def server_status(cache_dir: str | os.PathLike | None = None) -> dict | None:
     if not state:
         return None
     pid = state.get("pid")
-    state["alive"] = isinstance(pid, int) and _pid_alive(pid) and _is_our_server(pid)
+    state["alive"] = isinstance(pid, int) and _is_our_server(pid, state)
     state["healthy"] = bool(state["alive"]) and _healthy(int(state.get("port", 0)))
     return state
 
@@ -621,7 +781,8 @@ class LocalLLM(dg.ConfigurableResource):
         )
 
     def stop(self) -> bool:
-        return stop_server(self._cache_dir())
+        """Done with the server: stops it only if no other live process is using it."""
+        return release_server(self._cache_dir())
 
     def client(self, **kwargs):
         """An ``openai.OpenAI`` client pointed at the server (model name: ``self.model``)."""

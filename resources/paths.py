@@ -1,15 +1,16 @@
 """Where things live: the repo, DAGSTER_HOME and the folders under it."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from resources.settings import settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def dagster_home() -> Path:
     """$DAGSTER_HOME, or the repo's dagster_home/ (the Makefile exports it)."""
-    return Path(os.environ.get("DAGSTER_HOME") or REPO_ROOT / "dagster_home").resolve()
+    return Path(settings().dagster_home or REPO_ROOT / "dagster_home").resolve()
 
 
 def under_home(*parts: str) -> Path:
@@ -19,7 +20,7 @@ def under_home(*parts: str) -> Path:
 
 
 def experiments_root() -> Path:
-    return Path(os.environ.get("RESEARCHLOOP_EXPERIMENTS") or REPO_ROOT / "experiments").resolve()
+    return Path(settings().experiments or REPO_ROOT / "experiments").resolve()
 
 
 def resolve_topic_dir(topic: str) -> Path:

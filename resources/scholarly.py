@@ -1,36 +1,44 @@
-"""Online paper sources: the Semantic Scholar Graph API and OpenAlex, over one small HTTP layer.
+"""Online paper sources: the Semantic Scholar Graph API and OpenAlex, over one small JSON layer
+built from libraries:
 
-The HTTP layer (stdlib urllib; JSON GETs only):
-- one rate limiter per service per process, shared by every client and thread (a run's steps
-  in one process all draw from the same pool); a 429's Retry-After holds the whole pool;
-- retries on 429, 5xx, timeouts and connection errors with exponential backoff and jitter,
-  honouring Retry-After (seconds or an HTTP date), up to `max_tries`, then `RetriesExhausted`;
-- a malformed JSON body is retried once, then `MalformedResponse` naming the URL;
-- an on-disk response cache keyed by method + URL + parameters (never the API key or the
-  contact address), so a re-run makes no request.
+- `requests` + `requests-cache`: an on-disk response cache (SQLite, one file per service under
+  the cache folder) keyed by method + URL + parameters; the API key header and the contact
+  address (`mailto`) are left out of the key and redacted from what is stored, so a re-run with
+  another key makes no request and the cache holds no secret. Only 200 answers whose body is
+  JSON are stored; `expire_cache` drops answers older than an age (the weekly schedule).
+- `tenacity`: retries on 429, 5xx, timeouts and connection errors with jittered exponential
+  backoff, honouring Retry-After (seconds or an HTTP date), up to `max_tries`, then
+  `RetriesExhausted`; a malformed JSON body is retried once, then `MalformedResponse`.
+- a rate limiter per service per process (`RateLimiter`, below), shared by every client and
+  thread and applied only to requests that reach the network (cache hits are free); a 429's
+  Retry-After holds the whole pool. No library we found shares one pool across clients and
+  pauses it for a server's Retry-After, so these ~25 lines stay ours.
 """
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
-import random
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from resources.llm import ResponseCache, request_key
+import requests
+import tenacity
+from requests.adapters import HTTPAdapter
+
 from resources.sources import OnlineSource
 from schemas.records import Paper
 
 S2_URL = "https://api.semanticscholar.org"
 OPENALEX_URL = "https://api.openalex.org"
 USER_AGENT = "researchloop/0.1 (literature search)"
+# never part of a cache key, never stored (requests-cache redacts them)
+SECRET_PARAMS = ("x-api-key", "mailto", "Authorization", "api_key", "apikey", "access_token")
 
 
 class SourceError(RuntimeError):
@@ -55,6 +63,15 @@ class MalformedResponse(SourceError):
     def __init__(self, url: str, detail: str):
         super().__init__(f"GET {url}: malformed JSON twice ({detail})")
         self.url = url
+
+
+class _Transient(Exception):
+    """One failed try worth another: `why` for the final message, `wait` from Retry-After
+    (None: exponential backoff), `malformed` when the body was not JSON."""
+
+    def __init__(self, why: str, wait: float | None = None, malformed: bool = False):
+        super().__init__(why)
+        self.why, self.wait, self.malformed = why, wait, malformed
 
 
 # ---------------------------------------------------------------- rate limiting
@@ -98,13 +115,76 @@ def rate_limiter(service: str, rate: float) -> RateLimiter:
         return lim
 
 
+class _LimitedAdapter(HTTPAdapter):
+    """The transport: every request that goes out on the network first takes a slot of the
+    service's pool (requests-cache answers hits before reaching here)."""
+
+    def __init__(self, limiter: RateLimiter):
+        super().__init__()
+        self.limiter = limiter
+
+    def send(self, request, **kwargs):
+        self.limiter.acquire()
+        return super().send(request, **kwargs)
+
+
+# ---------------------------------------------------------------- the response cache
+
+def _is_json(response: requests.Response) -> bool:
+    try:
+        json.loads(response.content)
+    except ValueError:
+        return False
+    return True
+
+
+def cache_file(cache_dir: Path, service: str) -> Path:
+    return Path(cache_dir) / f"{service}.sqlite"
+
+
+def _cache_backend(path: Path):
+    from requests_cache import SQLiteCache
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # WAL: steps in other processes read while one writes; wait up to 30 s for a write lock
+    return SQLiteCache(path, wal=True, busy_timeout=30_000)
+
+
+def _session(service: str, limiter: RateLimiter, cache_dir: Path | None) -> requests.Session:
+    if cache_dir is None:
+        session = requests.Session()
+    else:
+        from requests_cache import CachedSession
+
+        session = CachedSession(backend=_cache_backend(cache_file(cache_dir, service)), expire_after=-1,
+                                allowable_codes=(200,), allowable_methods=("GET",), match_headers=False,
+                                ignored_parameters=SECRET_PARAMS, filter_fn=_is_json, cache_control=False)
+    adapter = _LimitedAdapter(limiter)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def expire_cache(cache_dir: Path, max_age_s: float) -> int:
+    """Drop cached answers older than `max_age_s` from every service's cache under `cache_dir`;
+    returns how many."""
+    gone = 0
+    for path in sorted(Path(cache_dir).glob("*.sqlite")) if Path(cache_dir).is_dir() else []:
+        cache = _cache_backend(path)
+        old = [r.cache_key for r in cache.filter(valid=False, older_than=timedelta(seconds=max_age_s))]
+        if old:
+            cache.delete(*old)
+        gone += len(old)
+    return gone
+
+
 # ---------------------------------------------------------------- JSON over HTTP
 
 @dataclass(frozen=True)
 class HttpPolicy:
     timeout_s: float = 30.0
     max_tries: int = 5
-    backoff_s: float = 1.0          # first retry waits about this long, doubling each time
+    backoff_s: float = 1.0          # first retry waits between this and twice this, doubling each time
     max_backoff_s: float = 60.0
     max_retry_after_s: float = 300.0  # a server asking for a longer pause is an error, not a hang
 
@@ -124,6 +204,24 @@ def retry_after_seconds(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class _WaitRetryAfter(tenacity.wait.wait_base):
+    """The server's Retry-After when it gave one, else jittered exponential backoff."""
+
+    def __init__(self, policy: HttpPolicy):
+        self.backoff = tenacity.wait_exponential_jitter(multiplier=policy.backoff_s, max=policy.max_backoff_s,
+                                                        jitter=policy.backoff_s)
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        err = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(err, _Transient) and err.wait is not None:
+            return err.wait
+        return self.backoff(retry_state)
+
+
+_NETWORK_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                   requests.exceptions.ContentDecodingError)
+
+
 class JsonHttp:
     """GET JSON from one service: rate-limited, retried, cached."""
 
@@ -133,14 +231,10 @@ class JsonHttp:
         self.service = service
         self.base_url = base_url.rstrip("/")
         self.limiter = rate_limiter(service, rate)
-        self.headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **(headers or {})}
         self.identity_params = {k: v for k, v in (identity_params or {}).items() if v}
-        self.cache = ResponseCache(cache_dir / service) if cache_dir else None
         self.policy = policy
-
-    def _backoff(self, attempt: int) -> float:
-        base = min(self.policy.max_backoff_s, self.policy.backoff_s * 2 ** (attempt - 1))
-        return base * random.uniform(0.5, 1.0)
+        self.session = _session(service, self.limiter, cache_dir)
+        self.session.headers.update({"User-Agent": USER_AGENT, "Accept": "application/json", **(headers or {})})
 
     def _retry_after(self, headers, status: int, shown: str) -> float | None:
         """This request's wait from Retry-After (None: back off). A 429's pause holds the
@@ -156,52 +250,46 @@ class JsonHttp:
             return 0.0
         return wait
 
-    def _send(self, url: str):
-        req = urllib.request.Request(url, headers=self.headers, method="GET")
+    def _try(self, url: str, params: dict, shown: str, malformed_before: bool) -> Any:
+        """One request; _Transient when another try may help."""
         try:
-            with urllib.request.urlopen(req, timeout=self.policy.timeout_s) as r:
-                return r.status, r.headers, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.headers, e.read()
+            r = self.session.get(url, params={**params, **self.identity_params}, timeout=self.policy.timeout_s)
+        except _NETWORK_ERRORS as e:   # timeouts, refused, reset, cut short
+            raise _Transient(f"{type(e).__name__}: {e}") from e
+        if r.status_code == 429 or r.status_code >= 500:
+            raise _Transient(f"HTTP {r.status_code}", self._retry_after(r.headers, r.status_code, shown))
+        if r.status_code >= 400:
+            raise HttpStatusError(shown, r.status_code, r.content.decode("utf-8", "replace"))
+        try:
+            return json.loads(r.content)
+        except ValueError as e:   # JSONDecodeError, UnicodeDecodeError
+            if malformed_before:
+                raise MalformedResponse(shown, str(e)) from e
+            raise _Transient(f"malformed JSON: {e}", malformed=True) from e   # once: may be a glitch
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         params = {k: v for k, v in (params or {}).items() if v is not None}
-        shown = self.base_url + path + ("?" + urllib.parse.urlencode(params) if params else "")
-        key = request_key({"method": "GET", "url": self.base_url + path, "params": params})
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return hit["body"]
-        query = urllib.parse.urlencode({**params, **self.identity_params})
-        url = self.base_url + path + (f"?{query}" if query else "")
+        url = self.base_url + path
+        shown = url + ("?" + urllib.parse.urlencode(params) if params else "")
         malformed = False
-        last = ""
-        for attempt in range(1, self.policy.max_tries + 1):
-            self.limiter.acquire()
-            wait = None   # None: exponential backoff with jitter
-            try:
-                status, headers, raw = self._send(url)
-            except (OSError, http.client.HTTPException) as e:   # timeouts, refused, reset, cut short
-                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-            else:
-                if status < 400:
+        retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(self.policy.max_tries),
+                                     wait=_WaitRetryAfter(self.policy),
+                                     retry=tenacity.retry_if_exception_type(_Transient), reraise=False)
+        try:
+            for attempt in retrying:
+                with attempt:
                     try:
-                        body = json.loads(raw)
-                    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                        if malformed or attempt == self.policy.max_tries:
-                            raise MalformedResponse(shown, str(e)) from e
-                        malformed = True   # once: a truncated body may be a glitch
-                        last = f"malformed JSON: {e}"
-                    else:
-                        if self.cache is not None:
-                            self.cache.put(key, {"url": shown, "body": body})
-                        return body
-                elif status == 429 or status >= 500:
-                    last = f"HTTP {status}"
-                    wait = self._retry_after(headers, status, shown)
-                else:
-                    raise HttpStatusError(shown, status, raw.decode("utf-8", "replace"))
-            if attempt < self.policy.max_tries:
-                time.sleep(self._backoff(attempt) if wait is None else wait)
-        raise RetriesExhausted(f"{self.service}: GET {shown} failed {self.policy.max_tries} times; last: {last}")
+                        return self._try(url, params, shown, malformed)
+                    except _Transient as t:
+                        malformed = malformed or t.malformed
+                        raise
+        except tenacity.RetryError as e:
+            last = e.last_attempt.exception()
+            if isinstance(last, _Transient) and last.malformed:
+                raise MalformedResponse(shown, last.why) from last
+            raise RetriesExhausted(f"{self.service}: GET {shown} failed {self.policy.max_tries} times; "
+                                   f"last: {last}") from last
+        raise AssertionError("unreachable")
 
 
 def _paged(fetch: Callable[[int, int], list], k: int, page_max: int) -> list:

@@ -16,6 +16,8 @@ another server. Without OPENAI_BASE_URL and without an API key, a loopback URL
 """
 from __future__ import annotations
 
+import functools
+import os
 import urllib.parse
 from pathlib import Path
 
@@ -29,7 +31,7 @@ class Settings(BaseSettings):
     """Every environment variable researchloop reads. Unset or empty means the default."""
 
     model_config = SettingsConfigDict(env_prefix="RESEARCHLOOP_", case_sensitive=False, extra="ignore",
-                                      env_ignore_empty=True, populate_by_name=True)
+                                      env_ignore_empty=True, populate_by_name=True, frozen=True)
 
     # -- the LLM ------------------------------------------------------------------------------
     openai_base_url: str = Field("", validation_alias=AliasChoices("OPENAI_BASE_URL"),
@@ -97,9 +99,19 @@ class Settings(BaseSettings):
         return Path(self.cache).expanduser() if self.cache else Path.home() / ".cache" / "researchloop"
 
 
-def settings() -> Settings:
-    """The settings as the environment says now."""
+_NAMES = ("RESEARCHLOOP_", "OPENAI_BASE_URL", "OPENAI_API_KEY", "MLFLOW_TRACKING_URI", "SEMANTIC_SCHOLAR_API_KEY",
+          "OPENALEX_MAILTO", "DAGSTER_HOME")
+
+
+@functools.lru_cache(maxsize=16)
+def _settings_for(_env: tuple[tuple[str, str], ...]) -> Settings:
     return Settings()
+
+
+def settings() -> Settings:
+    """The settings as the environment says now (parsed again only when one of its variables
+    changed)."""
+    return _settings_for(tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_NAMES))))
 
 
 class EndpointNotAllowed(ValueError):

@@ -212,6 +212,8 @@ def _fake_server_process(*markers: str) -> subprocess.Popen:
 def test_stop_server_kills_recorded_pid(tmp_path):
     proc = _fake_server_process("resources.local_llm", "serve")
     try:
+        (tmp_path / "server.json").write_text(json.dumps({"pid": proc.pid, "port": 1, "create_time": 1.0}))
+        assert ll.stop_server(tmp_path) is False and proc.poll() is None   # another process than recorded
         (tmp_path / "server.json").write_text(json.dumps({"pid": proc.pid, "port": 1}))
         assert ll.stop_server(tmp_path) is True
         # SIGTERM first; on a machine loaded far beyond its cores the 10 s grace once ran out
@@ -257,6 +259,133 @@ def test_resource_fields():
     r = ll.LocalLLM()
     assert (r.model, r.cache_dir, r.ctx_size, r.threads) == ("qwen2.5-coder-1.5b", "", 8192, 2)
     assert ll.LocalLLM(cache_dir="/x")._cache_dir() == Path("/x")
+
+
+# --------------------------------------------------------------------------- #
+# server process handling against a fake launcher (tests/fake_llama_server.py)
+# --------------------------------------------------------------------------- #
+
+FAKE = REPO / "tests" / "fake_llama_server.py"
+
+
+@pytest.fixture
+def fake_launcher(tmp_path, monkeypatch):
+    """ensure_server starts tests/fake_llama_server.py (same argv as the real launcher) and
+    uses a model file that needs no assembling."""
+    model = tmp_path / "cache" / "models" / "fake.gguf"
+    model.parent.mkdir(parents=True)
+    model.write_bytes(b"GGUF")
+
+    def cmd(model_path, port, ctx_size, threads, alias):
+        return [sys.executable, str(FAKE), "resources.local_llm", "serve", "--model", str(model_path),
+                "--port", str(port), "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", alias]
+
+    monkeypatch.setattr(ll, "_server_cmd", cmd)
+    monkeypatch.setattr(ll, "assemble_model", lambda name, cache, progress=False: model)
+    cache = tmp_path / "cache"
+    yield cache
+    ll.stop_server(cache)
+
+
+class _Impostor:
+    """Another program on 127.0.0.1 that answers /health (and even /v1/models with our model's
+    name): it must never be taken for our server."""
+
+    def __init__(self, alias="fake"):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                body = json.dumps({"status": "ok", "data": [{"id": alias}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_port_taken_between_pick_and_bind_is_retried(fake_launcher, monkeypatch):
+    impostor = _Impostor()
+    picks = iter([impostor.port])       # the first pick is taken by the time the server binds
+    real_free_port = ll._free_port
+    monkeypatch.setattr(ll, "_free_port", lambda: next(picks, None) or real_free_port())
+    try:
+        url = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60)
+        state = json.loads((fake_launcher / "server.json").read_text())
+        assert state["port_tries"] == 2 and state["port"] != impostor.port
+        assert url == f"http://127.0.0.1:{state['port']}/v1"
+        assert ll.is_ours(state)               # our process, our model, listening on that port
+        assert "was taken by another process" in (fake_launcher / "server.log").read_text()
+    finally:
+        impostor.close()
+
+
+def test_leftover_server_adopted_only_when_every_check_passes(fake_launcher):
+    url = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False)
+    state = json.loads((fake_launcher / "server.json").read_text())
+    assert ll.is_ours(state)
+    # a later loop adopts it: same URL, nothing started
+    assert ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False) == url
+    assert (fake_launcher / "server.log").read_text().count("=== ") == 1
+    # each identity check on its own refuses a record that does not match
+    assert not ll.is_ours({**state, "model": "another-model"})            # /v1/models names another model
+    assert not ll.is_ours({**state, "create_time": state["create_time"] - 100})   # the pid was reused
+    assert not ll.is_ours({**state, "model_path": "/elsewhere/x.gguf"})   # launched with another model
+    impostor = _Impostor()
+    try:
+        assert not ll.is_ours({**state, "port": impostor.port})           # answers, but is not our process
+        # a record pointing at the impostor's port: not adopted, a new server is started
+        (fake_launcher / "server.json").write_text(json.dumps({**state, "port": impostor.port,
+                                                                "base_url": f"http://127.0.0.1:{impostor.port}/v1"}))
+        url2 = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False)
+        assert str(impostor.port) not in url2
+        assert not ll._pid_alive(state["pid"])     # the recorded process (ours, but unverifiable) was stopped
+    finally:
+        impostor.close()
+
+
+def _use_and_release(cache: str, model: str, q) -> None:
+    """Another loop: adopts the server (taking a lease), then says it is done with it."""
+    from resources import local_llm
+
+    local_llm.assemble_model = lambda name, c, progress=False: Path(model)
+    url = local_llm.ensure_server("fake", cache, ctx_size=256, threads=1, timeout=60)
+    q.put((url, local_llm.LocalLLM(model="fake", cache_dir=cache).stop()))
+
+
+def test_a_loop_does_not_stop_the_server_another_loop_uses(fake_launcher):
+    import multiprocessing as mp
+
+    url = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60)   # this process: a lease
+    pid = json.loads((fake_launcher / "server.json").read_text())["pid"]
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    other = ctx.Process(target=_use_and_release,
+                        args=(str(fake_launcher), str(fake_launcher / "models" / "fake.gguf"), q))
+    other.start()
+    other_url, other_stopped = q.get(timeout=60)
+    other.join(30)
+    assert other_url == url and other_stopped is False   # we still hold a lease: it stays up
+    assert ll._pid_alive(pid) and ll._healthy(int(url.split(":")[-1].split("/")[0]))
+    assert ll.live_leases(fake_launcher) == [os.getpid()]
+    # a lease left by a killed loop does not keep the server up
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (fake_launcher / "leases" / f"{dead.pid}.json").write_text(json.dumps({"pid": dead.pid, "create_time": 1.0}))
+    assert ll.LocalLLM(model="fake", cache_dir=str(fake_launcher)).stop() is True   # the last user stops it
+    assert not ll._pid_alive(pid) and not (fake_launcher / "server.json").exists()
+    assert ll.live_leases(fake_launcher) == []
 
 
 # --------------------------------------------------------------------------- #
