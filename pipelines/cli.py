@@ -8,8 +8,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import threading
 import time
 
 from resources.paths import REPO_ROOT
@@ -63,9 +65,239 @@ def materialize_stage(asset_def, partition_key, instance, resources, parallel: i
     return _stage_outcome(result)
 
 
+def _log_path():
+    """A fresh log file for one CLI run under $DAGSTER_HOME/logs/."""
+    from resources.paths import under_home
+
+    return under_home("logs") / f"cli-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
+@contextlib.contextmanager
+def stderr_to(path):
+    """Send this process's stderr, and that of every process it starts (Dagster's step
+    processes, the forkserver), to `path`: Python warnings and Dagster's event lines land in
+    the log file; what the CLI prints itself goes to stdout."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "a", buffering=1) as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def executor_config(parallel: int) -> dict:
+    """In-process steps for --parallel 1; else Dagster's multiprocess executor, at most `parallel`
+    steps at once, step processes forked from a server that has imported the code location."""
+    if parallel <= 1:
+        return {"execution": {"config": {"in_process": {}}}}
+    return {"execution": {"config": {"multiprocess": {
+        "max_concurrent": parallel,
+        "start_method": {"forkserver": {"preload_modules": ["pipelines.definitions"]}}}}}}
+
+
+def stage_of(step_key: str) -> str:
+    """The asset a step belongs to: 'papers' -> papers, 'run_results.run_idea_step[x]' -> run_results."""
+    return step_key.split(".")[0].split("[")[0]
+
+
+class RunReport:
+    """What one run did, read from its events: stage status, wall time, LLM use, failures."""
+
+    USAGE = ("llm_calls", "llm_cached_calls", "prompt_tokens", "completion_tokens", "cost_usd")
+
+    def __init__(self, instance, run_id: str, stages: list[str]):
+        import dagster as dg
+
+        self.run_id, self.stages = run_id, stages
+        run = instance.get_run_by_id(run_id)
+        self.status = run.status.value if run else "UNKNOWN"
+        spans: dict[str, list[float]] = {}
+        states: dict[str, set[str]] = {}
+        for st in instance.get_run_step_stats(run_id):
+            stage = stage_of(st.step_key)
+            states.setdefault(stage, set()).add(st.status.value if st.status else "IN_PROGRESS")
+            if st.start_time:
+                span = spans.setdefault(stage, [st.start_time, st.end_time or st.start_time])
+                span[0] = min(span[0], st.start_time)
+                span[1] = max(span[1], st.end_time or st.start_time)
+        self.seconds = {s: round(b - a, 2) for s, (a, b) in spans.items()}
+        self.state = {s: next((x for x in ("FAILURE", "IN_PROGRESS", "SUCCESS") if x in v), "SKIPPED")
+                      for s, v in states.items()}
+        self.usage: dict[str, dict] = {}
+        self.failed_checks: list[str] = []
+        self.errors: list[str] = []
+        events = dg.DagsterEventType
+        for entry in instance.all_logs(run_id, of_type={events.ASSET_MATERIALIZATION, events.STEP_FAILURE,
+                                                        events.ASSET_CHECK_EVALUATION, events.RUN_FAILURE}):
+            ev = entry.dagster_event
+            if ev.event_type == events.ASSET_MATERIALIZATION:
+                mat = ev.step_materialization_data.materialization
+                self.usage[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()
+                                                              if k in self.USAGE}
+            elif ev.event_type == events.ASSET_CHECK_EVALUATION:
+                check = ev.event_specific_data
+                if not check.passed:
+                    self.failed_checks.append(f"{check.asset_key.to_user_string()}.{check.check_name}")
+            elif ev.event_type == events.STEP_FAILURE:
+                err = ev.step_failure_data.error
+                msg = (err.message if err else entry.user_message or "").strip().splitlines()
+                self.errors.append(f"{ev.step_key}: {msg[0] if msg else 'failed'}")
+            elif ev.event_type == events.RUN_FAILURE and not self.errors:
+                self.errors.append((entry.user_message or "run failed").strip().splitlines()[0])
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "SUCCESS"
+
+    def stage_rows(self, partition: str) -> list[dict]:
+        return [{"partition": partition, "asset": s, "status": self.state.get(s, "NOT_RUN"),
+                 "ok": self.state.get(s) == "SUCCESS", "seconds": self.seconds.get(s, 0.0),
+                 **self.usage.get(s, {})} for s in self.stages]
+
+    def summary(self) -> str:
+        marks = {"SUCCESS": "ok", "FAILURE": "FAILED", "SKIPPED": "skipped", "NOT_RUN": "not run"}
+        return ", ".join(f"{s} {marks.get(self.state.get(s, 'NOT_RUN'), self.state.get(s, '').lower())}"
+                         for s in self.stages)
+
+
+class StageWatcher(threading.Thread):
+    """Follows a run the CLI launched (found by a tag) and calls `on_stage(asset, seconds)` as
+    each asset lands, so progress shows while the run goes on."""
+
+    def __init__(self, tag: tuple[str, str], stages: list[str], on_stage):
+        super().__init__(daemon=True)
+        self.tag, self.stages, self.on_stage = tag, set(stages), on_stage
+        self.done = threading.Event()
+        self.seen: set[str] = set()
+        self.run_id = None
+
+    def poll(self, instance) -> None:
+        import dagster as dg
+
+        if self.run_id is None:
+            ids = instance.get_run_ids(dg.RunsFilter(tags=dict([self.tag])), limit=1)
+            if not ids:
+                return
+            self.run_id = ids[0]
+        landed = [e for e in instance.all_logs(self.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+                  if e.dagster_event.asset_key.to_user_string() in self.stages - self.seen]
+        if not landed:
+            return
+        starts: dict[str, float] = {}  # when each stage's first step started
+        for st in instance.get_run_step_stats(self.run_id):
+            if st.start_time:
+                stage = stage_of(st.step_key)
+                starts[stage] = min(starts.get(stage, st.start_time), st.start_time)
+        for entry in landed:
+            name = entry.dagster_event.asset_key.to_user_string()
+            if name not in self.seen:
+                self.seen.add(name)
+                self.on_stage(name, entry.timestamp - starts.get(name, entry.timestamp))
+
+    def run(self) -> None:
+        import dagster as dg
+
+        instance = dg.DagsterInstance.get()
+        while not self.done.wait(1.0):
+            try:
+                self.poll(instance)
+            except Exception:  # noqa: BLE001, S112  a read that meets a write in progress: next second
+                continue
+
+    def finish(self, instance) -> None:
+        self.done.set()
+        self.join(10)
+        self.poll(instance)
+
+
+def launch(job_fn, instance, partition_key: str, partitions_def, parallel: int, stages: list[str],
+           on_stage) -> RunReport:
+    """Run the code location's job `job_fn` for one partition, as the sensors would (same job, tags
+    like theirs plus this process's pid), and report what it did."""
+    import uuid
+
+    import dagster as dg
+
+    from pipelines.guards import TOPIC_TAG, owner_tags
+    from resources.store import split_partition_key
+
+    launch_tag = ("researchloop/launch", uuid.uuid4().hex)
+    tags = {TOPIC_TAG: split_partition_key(partition_key)[0], "researchloop/launched_by": "cli",
+            **partitions_def.get_tags_for_partition_key(partition_key), **owner_tags(), launch_tag[0]: launch_tag[1]}
+    watcher = StageWatcher(launch_tag, stages, on_stage)
+    watcher.start()
+    try:
+        with dg.execute_job(dg.reconstructable(job_fn), instance, run_config=executor_config(parallel), tags=tags,
+                            raise_on_error=False) as result:
+            run_id = result.run_id
+    finally:
+        watcher.finish(instance)
+    return RunReport(instance, run_id, stages)
+
+
+def setup_done(instance, topic: str) -> bool:
+    """Whether the topic's set-up (brief and baseline) is materialised for its partition."""
+    import dagster as dg
+
+    from assets import TOPIC_ASSETS
+
+    return all(topic in instance.get_materialized_partitions(dg.AssetKey(a.key.path)) for a in TOPIC_ASSETS)
+
+
 def cmd_run(args) -> int:
     _ensure_home()
+    log_path = _log_path()
+    console = _console()
+    console.print(f"log (warnings, Dagster events): {log_path}", highlight=False, soft_wrap=True)
+    with stderr_to(log_path):
+        return _run(args, console)
+
+
+def _run(args, console) -> int:
     import dagster as dg
+    from filelock import Timeout
+
+    from pipelines.guards import fail_stale_runs, runs_in_flight, topic_lock
+    from resources.paths import resolve_topic_dir
+    from schemas.topic import TopicSpecError, load_topic
+
+    try:
+        spec = load_topic(resolve_topic_dir(args.topic))
+    except TopicSpecError as e:
+        console.print(f"[red]cannot use topic {args.topic}:[/red] {e}")
+        return 2
+    last = args.start + (args.rounds or spec.budget.rounds) - 1
+    # --start/--rounds set this run's round budget; the other stop rules are the topic's own
+    spec = spec.model_copy(update={"budget": spec.budget.model_copy(update={"rounds": last})})
+    instance = dg.DagsterInstance.get()
+    lock = topic_lock(spec.name)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        console.print(f"[red]{spec.name} is driven by another `researchloop run`[/red] (lock {lock.lock_file})")
+        return 3
+    try:
+        for run_id in fail_stale_runs(instance, spec.name, log=lambda m: None):
+            console.print(f"run {run_id} was left running by a process that is gone: marked failed", highlight=False)
+        busy = runs_in_flight(instance, spec.name)
+        if busy:
+            r = busy[0]
+            console.print(f"[red]{spec.name} has a run in flight:[/red] {r.job_name} "
+                          f"{r.tags.get('dagster/partition', '')} {r.status.value} (run {r.run_id}); "
+                          "wait for it or cancel it in the UI", highlight=False)
+            return 3
+        return drive(args, console, instance, spec, last)
+    finally:
+        lock.release()
+
+
+def drive(args, console, instance, spec, last: int) -> int:
+    """The loop: the topic's set-up if it is not done, then one research_round run per round while
+    decide_next_round (the sensor's decision) allows; then the verdict table."""
     from rich.progress import (
         BarColumn,
         Progress,
@@ -75,76 +307,109 @@ def cmd_run(args) -> int:
     )
 
     from assets import ROUND_ASSETS, TOPIC_ASSETS
-    from assets.shared.partitions import multi_key, round_partitions, topic_partitions
+    from assets.shared.partitions import (
+        multi_key,
+        round_partitions,
+        round_x_topic,
+        topic_partitions,
+    )
     from pipelines.definitions import build_resources
+    from pipelines.jobs import research_round_with_resources, topic_setup_with_resources
+    from pipelines.loop import decide_next_round
     from resources.devices import parallel_limit
-    from resources.paths import resolve_topic_dir
-    from schemas.topic import TopicSpecError, load_topic
-
-    console = _console()
-    try:
-        spec = load_topic(resolve_topic_dir(args.topic))
-    except TopicSpecError as e:
-        console.print(f"[red]cannot use topic {args.topic}:[/red] {e}")
-        return 2
-    n_rounds = args.rounds or spec.budget.rounds
-    rounds = [f"r{i}" for i in range(args.start, args.start + n_rounds)]
-    instance = dg.DagsterInstance.get()
-    for name, keys in ((topic_partitions.name, [spec.name]), (round_partitions.name, rounds)):
-        have = set(instance.get_dynamic_partitions(name))
-        missing = [k for k in keys if k not in have]
-        if missing:
-            instance.add_dynamic_partitions(name, missing)
-    resources = build_resources(resolved=True)
-    llm = resources["llm"]
     from resources.local_llm import server_status
+    from resources.store import Store
 
+    store = Store()
+    if spec.name not in instance.get_dynamic_partitions(topic_partitions.name):
+        instance.add_dynamic_partitions(topic_partitions.name, [spec.name])
+    llm = build_resources(resolved=True)["llm"]  # only to name the model and stop a server it starts
     started_server = llm.is_local() and not (server_status() or {}).get("alive")
     parallel = args.parallel or parallel_limit()
     os.environ["RESEARCHLOOP_MAX_PARALLEL"] = str(parallel)  # the step processes share out devices by it
-    plan = [(a, spec.name) for a in TOPIC_ASSETS] + [(a, multi_key(spec.name, rk)) for rk in rounds for a in ROUND_ASSETS]
-    console.print(f"[bold]researchloop[/bold]: topic [cyan]{spec.name}[/cyan], rounds {', '.join(rounds)}, "
+    console.print(f"[bold]researchloop[/bold]: topic [cyan]{spec.name}[/cyan], rounds r{args.start}..r{last}, "
                   f"model {llm.model_name()} ({'local' if llm.is_local() else 'remote'}), "
-                  f"experiments in parallel: {parallel}, "
-                  f"DAGSTER_HOME={os.environ['DAGSTER_HOME']}")
+                  f"experiments in parallel: {parallel}, DAGSTER_HOME={os.environ['DAGSTER_HOME']}")
+    setup_stages = [a.key.to_user_string() for a in TOPIC_ASSETS]
+    round_stages = [a.key.to_user_string() for a in ROUND_ASSETS]
+    need_setup = not setup_done(instance, spec.name)
     t_start = time.monotonic()
-    stopped_at = None
-    timings: list[dict] = []
-    # a live bar on a terminal; plain lines when the output is a file or a pipe
+    stages: list[dict] = []
+    rounds: list[dict] = []
+    failed = None
+    stop_why = ""
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                         TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=console,
-                        disable=not console.is_terminal)
+                        disable=not console.is_terminal)  # a live bar on a terminal; plain lines otherwise
     try:
         with progress:
-            task = progress.add_task("starting", total=len(plan))
-            for i, (asset_def, pk) in enumerate(plan, 1):
-                name = asset_def.key.to_user_string()
-                progress.update(task, description=f"{pk} {name}")
-                t0 = time.monotonic()
-                ok, failed_checks, run_id, meta = materialize_stage(asset_def, pk, instance, resources, parallel)
-                timings.append({"partition": str(pk), "asset": name, "ok": ok,
-                                "seconds": round(time.monotonic() - t0, 2), **meta})
-                console.print(f"  [{i}/{len(plan)}] {'[green]ok[/green]' if ok else '[red]FAILED[/red]'} "
-                              f"{str(pk):<36} {name:<18} {time.monotonic() - t0:6.1f}s"
-                              + (f"  failed checks: {failed_checks}" if failed_checks else ""), highlight=False)
-                progress.advance(task)
-                if not ok:
-                    stopped_at = (name, pk, run_id)
+            total = len(setup_stages) * need_setup + len(round_stages) * (last - args.start + 1)
+            task = progress.add_task("starting", total=total)
+
+            def on_stage(partition):
+                def report(name, seconds):
+                    console.print(f"  done {partition:<36} {name:<18} {seconds:6.1f}s", highlight=False)
+                    progress.advance(task)
+                return report
+
+            if need_setup:
+                progress.update(task, description=f"{spec.name} set-up")
+                rep = launch(topic_setup_with_resources, instance, spec.name, topic_partitions, 1, setup_stages,
+                             on_stage(spec.name))
+                stages += rep.stage_rows(spec.name)
+                console.print(f"set-up {'ok' if rep.ok else '[red]FAILED[/red]'} in {sum(rep.seconds.values()):.0f}s: "
+                              f"{rep.summary()} (run {rep.run_id})", highlight=False, soft_wrap=True)
+                if not rep.ok:
+                    failed = ("set-up", rep)
+            else:
+                console.print(f"set-up of {spec.name} already materialised", highlight=False)
+            n = args.start
+            while failed is None:
+                while n <= last and store.path("feedback_summary", spec.name, f"r{n}").exists():
+                    console.print(f"r{n} already has feedback: not run again", highlight=False)
+                    progress.advance(task, len(round_stages))
+                    n += 1
+                rk, why = decide_next_round(instance, spec, store, f"r{n - 1}" if n > 1 else None)
+                if rk is None:
+                    stop_why = why
                     break
+                pk = str(multi_key(spec.name, rk))
+                if rk not in instance.get_dynamic_partitions(round_partitions.name):
+                    instance.add_dynamic_partitions(round_partitions.name, [rk])
+                progress.update(task, description=f"{pk} round")
+                t0 = time.monotonic()
+                rep = launch(research_round_with_resources, instance, pk, round_x_topic, parallel, round_stages,
+                             on_stage(pk))
+                wall = time.monotonic() - t0
+                stages += rep.stage_rows(pk)
+                rounds.append({"round": rk, "partition": pk, "run_id": rep.run_id, "status": rep.status,
+                               "seconds": round(wall, 1)})
+                console.print(f"{rk} {'ok' if rep.ok else '[red]FAILED[/red]'} in {wall:.0f}s: {rep.summary()} "
+                              f"(run {rep.run_id})", highlight=False, soft_wrap=True)
+                if not rep.ok:
+                    failed = (rk, rep)
+                n += 1
     finally:
         if started_server and not args.keep_server:
             llm.local_llm.stop()
-    console.print(f"total {time.monotonic() - t_start:.0f}s")
+    total_s = time.monotonic() - t_start
+    console.print(f"total {total_s:.0f}s")
+    if stop_why:
+        console.print(f"stopped before r{n}: {stop_why}", highlight=False)
     if args.timings:
         import json
 
         with open(args.timings, "w") as f:
-            json.dump({"topic": spec.name, "rounds": rounds, "model": llm.model_name(),
-                       "total_s": round(time.monotonic() - t_start, 1), "stages": timings}, f, indent=1)
-    print_verdicts(console, spec.name, rounds)
-    if stopped_at:
-        console.print(f"[red]stopped: {stopped_at[0]} failed for {stopped_at[1]}[/red] "
-                      f"(run {stopped_at[2]}; see `make ui` or the run's logs)")
+            json.dump({"topic": spec.name, "rounds": rounds, "model": llm.model_name(), "parallel": parallel,
+                       "stop_reason": stop_why, "total_s": round(total_s, 1), "stages": stages}, f, indent=1)
+    print_verdicts(console, spec.name, [f"r{i}" for i in range(args.start, last + 1)])
+    if failed:
+        what, rep = failed
+        console.print(f"[red]stopped: {what} failed[/red] (run {rep.run_id}; `make ui` shows it)", highlight=False)
+        for line in rep.errors[:5]:
+            console.print(f"  {line}", highlight=False, markup=False)
+        if rep.failed_checks:
+            console.print(f"  failed checks: {', '.join(rep.failed_checks)}", highlight=False)
         return 1
     return 0
 
@@ -166,7 +431,7 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
         if df is None:
             continue
         for f in from_frame(df, Feedback):
-            fmt = lambda v: "" if v is None else f"{v:.4f}"  # noqa: E731
+            fmt = lambda v: "" if v is None else f"{v:.4f}"
             table.add_row(rk, f.name, f"[{colours[f.verdict]}]{f.verdict}[/]", fmt(f.metric_value),
                           fmt(f.baseline_value), "" if f.delta is None else f"{f.delta:+.4f}", f.reason[:70])
     console.print(table)
