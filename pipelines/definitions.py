@@ -15,7 +15,7 @@ from resources.literature import Literature
 from resources.llm import LLM
 from resources.local_llm import LocalLLM
 from resources.runner import Runner
-from resources.store import RecordIOManager
+from resources.store import RecordIOManager, record_store
 from resources.tracker import Tracker
 
 
@@ -30,6 +30,7 @@ def build_resources(resolved: bool = False) -> dict:
         return os.environ[name] if resolved else dg.EnvVar(name)
 
     local = LocalLLM(model=os.environ.get("RESEARCHLOOP_LOCAL_MODEL", "qwen2.5-coder-1.5b"))
+    store = record_store()  # one record store: the IO manager and the stages reading earlier rounds
     return {
         "llm": LLM(base_url=_env("OPENAI_BASE_URL"), api_key=_env("OPENAI_API_KEY"),
                    model=_env("RESEARCHLOOP_MODEL"), edit_format=_env("RESEARCHLOOP_EDIT_FORMAT", "auto"),
@@ -39,7 +40,7 @@ def build_resources(resolved: bool = False) -> dict:
                                  categories=_env("RESEARCHLOOP_CATEGORIES")),
         "runner": Runner(sandbox=os.environ.get("RESEARCHLOOP_UNSANDBOXED", "") != "1"),
         "tracker": Tracker(tracking_uri=_env("MLFLOW_TRACKING_URI")),
-        "io_manager": RecordIOManager(),
+        "store": store, "io_manager": RecordIOManager(store=store),
         STEP_IO: dg.FilesystemIOManager(),  # per-idea step outputs, under the instance's storage
     }
 

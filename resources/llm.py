@@ -5,10 +5,13 @@
 - token (and, for known API models, cost) accounting per call;
 - an on-disk response cache keyed by the full request, so re-materialising an unchanged
   partition, or resuming a killed run, makes no new LLM call.
+- a failure carries its kind as a value (`LLMResult.error_kind`), never only as text;
+- usage per stage: `with llm.track("stage") as usage:` collects the calls made inside.
 With no OPENAI_BASE_URL the embedded `local_llm` server is started and used.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -16,7 +19,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
 import dagster as dg
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
@@ -49,6 +52,26 @@ class LLMUnavailable(RuntimeError):
     re-run; finished calls are in the cache."""
 
 
+class RejectedAnswer(ValueError):
+    """Raised by a `parse` function for an answer it cannot use; `kind` says why, as a value the
+    caller can branch on (e.g. an edit's "no_op" or "syntax_error", see EditError)."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+
+
+# what a failed call's `error_kind` can be besides the kinds a parser raises (RejectedAnswer.kind):
+INVALID_ANSWER = "invalid_answer"   # the answer did not validate (schema or parser without a kind)
+REQUEST_FAILED = "request_failed"   # the endpoint answered with an error after the client's retries
+ErrorKind = str  # INVALID_ANSWER | REQUEST_FAILED | a RejectedAnswer kind
+
+
+def error_kind_of(e: Exception) -> ErrorKind:
+    """The kind of an exception a parser raised: its own for a RejectedAnswer, else invalid_answer."""
+    return e.kind if isinstance(e, RejectedAnswer) else INVALID_ANSWER
+
+
 class LLMCall(BaseModel):
     """Accounting for one logical call (all its retries)."""
     stage: str
@@ -60,6 +83,7 @@ class LLMCall(BaseModel):
     tries: int = 0
     seconds: float = 0.0
     error: str | None = None
+    error_kind: ErrorKind | None = None  # why it failed, as a value (see LLMResult.error_kind)
     item: str | None = None  # the idea (idea_id) the call was made for; None: the whole round/topic
 
 
@@ -67,11 +91,23 @@ class LLMResult(BaseModel, Generic[T]):
     value: Any = None
     text: str = ""
     call: LLMCall
-    error: str | None = None
+    error: str | None = None          # the message (for people and prompts)
+    error_kind: ErrorKind | None = None  # the kind (for code): a RejectedAnswer kind, invalid_answer or request_failed
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+class LLMUsage:
+    """The calls an LLM resource made while a `track` block was open (on any thread)."""
+
+    def __init__(self, stage: str):
+        self.stage = stage
+        self.calls: list[LLMCall] = []
+
+    def totals(self) -> dict[str, float]:
+        return usage_totals(self.calls)
 
 
 def usage_totals(calls: Sequence[LLMCall]) -> dict[str, float]:
@@ -168,6 +204,7 @@ class LLM(dg.ConfigurableResource):
     _client: Any = PrivateAttr(default=None)
     _base_url: str = PrivateAttr(default="")
     _calls: list = PrivateAttr(default_factory=list)
+    _tracking: list = PrivateAttr(default_factory=list)  # the open LLMUsage blocks
 
     # -- endpoint ---------------------------------------------------------------------
     def is_local(self) -> bool:
@@ -203,6 +240,24 @@ class LLM(dg.ConfigurableResource):
     # -- calls ------------------------------------------------------------------------
     def calls(self) -> list[LLMCall]:
         return list(self._calls)
+
+    @contextlib.contextmanager
+    def track(self, stage: str) -> Iterator[LLMUsage]:
+        """`with llm.track("ideas") as usage:` -- `usage.calls` are the calls made while the block
+        is open (blocks may nest: a call counts in each open one). Steps that share the resource
+        in one process run one after the other, so a block holds exactly its step's calls."""
+        usage = LLMUsage(stage)
+        self._tracking.append(usage)
+        try:
+            yield usage
+        finally:
+            self._tracking.remove(usage)
+
+    def _record(self, call: LLMCall) -> None:
+        # list.append is atomic under the GIL: llm.map's threads may record side by side
+        self._calls.append(call)
+        for usage in list(self._tracking):
+            usage.calls.append(call)
 
     def complete(
         self,
@@ -242,14 +297,14 @@ class LLM(dg.ConfigurableResource):
             call.seconds = time.monotonic() - t0
             try:  # a remembered failure stays a failure unless the parser now accepts it
                 value = check(hit["text"])
-                self._calls.append(call)
+                self._record(call)
                 return LLMResult(value=value, text=hit["text"], call=call)
-            except (ValidationError, ValueError) as e:
-                call.error = hit.get("error") or str(e)[:300]
-                self._calls.append(call)
-                return LLMResult(text=hit["text"], call=call, error=call.error)
+            except (ValidationError, ValueError) as e:  # the kind from the parser, asked again now
+                call.error, call.error_kind = hit.get("error") or str(e)[:300], error_kind_of(e)
+                self._record(call)
+                return LLMResult(text=hit["text"], call=call, error=call.error, error_kind=call.error_kind)
         convo = list(messages)
-        text, error = "", None
+        text, error, kind = "", None, None
         retries = self.max_retries if max_retries is None else max_retries
         for attempt in range(retries + 1):
             call.tries = attempt + 1
@@ -258,7 +313,7 @@ class LLM(dg.ConfigurableResource):
             except Exception as e:  # server errors after the client's own retries
                 if type(e).__name__ == "APIConnectionError":  # the endpoint is gone: fail the step
                     raise LLMUnavailable(f"cannot reach the LLM at {self._base_url}: {e}") from e
-                error = f"request failed: {type(e).__name__}: {e}"
+                error, kind = f"request failed: {type(e).__name__}: {e}", REQUEST_FAILED
                 break
             text = resp.choices[0].message.content or ""
             if resp.usage is not None:
@@ -267,27 +322,27 @@ class LLM(dg.ConfigurableResource):
             try:
                 value = check(text)
             except (ValidationError, ValueError) as e:
-                error = f"invalid answer (try {attempt + 1}): {str(e)[:300]}"
+                error, kind = f"invalid answer (try {attempt + 1}): {str(e)[:300]}", error_kind_of(e)
                 convo = list(messages) + [
                     {"role": "assistant", "content": text[:4000]},
                     {"role": "user", "content": f"That answer could not be used: {str(e)[:300]}\n"
                                                 "Answer again, following the required format exactly."},
                 ]
                 continue
-            error = None
+            error, kind = None, None
             if self.use_cache:
                 self.cache().put(key, {"text": text, "request": request})
             break
         call.seconds = time.monotonic() - t0
         call.cost_usd = price_usd(model, call.prompt_tokens, call.completion_tokens)
-        call.error = error
-        if error is not None and self.use_cache and not error.startswith("request failed"):
+        call.error, call.error_kind = error, kind
+        if error is not None and self.use_cache and kind != REQUEST_FAILED:
             # remember answers that stayed invalid after every retry, so a re-run records
             # the same failure without asking again (transport errors are not remembered)
             self.cache().put(key, {"text": text, "request": request, "error": error})
-        self._calls.append(call)
+        self._record(call)
         if error is not None:
-            return LLMResult(text=text, call=call, error=error)
+            return LLMResult(text=text, call=call, error=error, error_kind=kind)
         return LLMResult(value=value, text=text, call=call)
 
     def map(self, fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:

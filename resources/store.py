@@ -2,8 +2,10 @@
 (Dagster keeps its own compute logs under $DAGSTER_HOME/storage/)
   records/<asset>/<topic>.parquet            (topic-partitioned assets)
   records/<asset>/<topic>/<round>.parquet    (topic x round assets)
-`RecordIOManager` writes and loads them for Dagster; `Store` reads the same files for the
-steps that look across rounds (ideas, feedback) and for the CLI (lineage, status)."""
+`RecordStore` is the one resource that owns the location: the IO manager (`RecordIOManager`)
+writes and loads through it, the stages that look across rounds (ideas, filtered_ideas,
+feedback_summary) read earlier rounds through it, and the sensors, the CLI and lineage get the
+same one from `record_store()`. `Store` is the plain object behind it (a folder of Parquet files)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -54,6 +56,38 @@ class Store:
         return sorted(p.stem for p in d.glob("*.parquet")) if d.is_dir() else []
 
 
+class RecordStore(dg.ConfigurableResource):
+    """The stored records of every asset, as a Dagster resource: one configuration (the root) for
+    the IO manager, the stages that read earlier rounds and the tools that read records outside
+    a run."""
+
+    root: str = Field("", description="empty: $DAGSTER_HOME/records")
+
+    def open(self) -> Store:
+        return Store(self.root or None)
+
+    def path(self, asset: str, topic: str, round_key: str | None = None) -> Path:
+        return self.open().path(asset, topic, round_key)
+
+    def write(self, df: pl.DataFrame, asset: str, topic: str, round_key: str | None = None) -> Path:
+        return self.open().write(df, asset, topic, round_key)
+
+    def read(self, asset: str, topic: str, round_key: str | None = None) -> pl.DataFrame | None:
+        return self.open().read(asset, topic, round_key)
+
+    def rounds(self, asset: str, topic: str) -> list[str]:
+        return self.open().rounds(asset, topic)
+
+    def topics(self, asset: str = "topic_brief") -> list[str]:
+        return self.open().topics(asset)
+
+
+def record_store() -> RecordStore:
+    """The record store as the code location configures it (pipelines/definitions.py uses this
+    too), for code outside a run: sensors, the CLI, lineage."""
+    return RecordStore()
+
+
 def split_partition_key(key) -> tuple[str, str | None]:
     """(topic, round) from a Dagster partition key: 'pointcloud' or 'r1|pointcloud'."""
     if isinstance(key, dg.MultiPartitionKey):
@@ -66,10 +100,12 @@ def split_partition_key(key) -> tuple[str, str | None]:
 
 
 class RecordIOManager(dg.ConfigurableIOManager):
-    root: str = Field("", description="empty: $DAGSTER_HOME/records")
+    """Writes each asset's DataFrame to the record store and loads it back for the next stage."""
+
+    store: RecordStore = Field(default_factory=RecordStore, description="where the records live")
 
     def _store(self) -> Store:
-        return Store(self.root or None)
+        return self.store.open()
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         if obj is None:

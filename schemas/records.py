@@ -27,6 +27,12 @@ class TopicBrief(BaseModel):
     search_query: str
     code_excerpt: str = Field("", description="head of the reference file, for prompts")
     llm_error: str | None = None
+    # the topic as this brief captured it: later stages read the spec and the code from here, not
+    # from disk (defaults: briefs stored before they were recorded; such a brief must be re-made)
+    spec_json: str = Field("", description="the parsed topic.yaml (TopicSpec) as JSON")
+    topic_dir: str = Field("", description="the topic folder the spec was read from (data files, commands)")
+    code: str = Field("", description="the whole reference file")
+    code_sha256: str = Field("", description="sha256 of `code`")
 
 
 class Paper(BaseModel):
@@ -101,7 +107,7 @@ class ExperimentPlan(BaseModel):
 class Patch(BaseModel):
     idea_id: str
     edit_format: str
-    status: Literal["ok", "no_op", "not_applied", "syntax_error", "llm_failed"]
+    status: Literal["ok", "no_op", "not_applied", "syntax_error", "dishonest", "llm_failed"]
     reason: str | None = None
     diff: str = ""
     code: str = ""          # the whole patched file (the next stage runs it)
@@ -162,8 +168,15 @@ class Feedback(BaseModel):
     reason: str
     metric_value: float | None
     baseline_value: float
-    delta: float | None
+    delta: float | None = Field(None, description="the mean difference, idea - baseline (over seeds when repeated)")
     effective: bool
+    # the statistical test behind the verdict (assets/feedback_summary/verdicts.py judge_seeds)
+    n_seeds: int = Field(0, description="the idea's seeds (1: not repeated; 0: no metric)")
+    n_baseline_seeds: int = Field(0, description="the baseline's seeds")
+    ci_low: float | None = Field(None, description="95% interval of the mean difference (Welch), low end")
+    ci_high: float | None = Field(None, description="95% interval of the mean difference (Welch), high end")
+    p_value: float | None = Field(None, description="one-sided p-value of 'the idea is better than the baseline'")
+    test: str = Field("", description="the test: welch_t_one_sided, t_one_run_vs_seeds or none_one_run_each")
     round_analysis: str = Field("", description="the LLM's short analysis of the whole round (same on "
                                 "every row of a round); the next round's idea prompt reads it")
     # LLM use of the idea (defaults: records stored before per-idea accounting existed)

@@ -39,11 +39,11 @@ def make_resources(base_url: str, model: str = "fake-model") -> dict:
     from resources.literature import Literature
     from resources.llm import LLM
     from resources.runner import Runner
-    from resources.store import RecordIOManager
+    from resources.store import RecordIOManager, RecordStore
     from resources.tracker import Tracker
 
     return {
         "llm": LLM(base_url=base_url, api_key="sk-test", model=model, edit_format="whole", max_retries=1),
         "embedder": Embedder(), "literature": Literature(), "runner": Runner(), "tracker": Tracker(),
-        "io_manager": RecordIOManager(), STEP_IO: dg.FilesystemIOManager(),
+        "store": RecordStore(), "io_manager": RecordIOManager(store=RecordStore()), STEP_IO: dg.FilesystemIOManager(),
     }

@@ -36,13 +36,13 @@ def test_round_with_real_local_model(home, local_llm):
     from resources.literature import Literature
     from resources.llm import LLM
     from resources.runner import Runner
-    from resources.store import RecordIOManager
+    from resources.store import RecordIOManager, RecordStore
     from resources.tracker import Tracker
 
     llm = LLM(local_llm=local_llm)
     assert llm.is_local() and llm.resolved_edit_format() == "whole"
     resources = {"llm": llm, "embedder": Embedder(), "literature": Literature(), "runner": Runner(),
-                 "tracker": Tracker(), "io_manager": RecordIOManager(),
+                 "tracker": Tracker(), "io_manager": RecordIOManager(), "store": RecordStore(),
                  STEP_IO: dg.FilesystemIOManager()}
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", [TOPIC])

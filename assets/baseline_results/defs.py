@@ -4,8 +4,9 @@ import polars as pl
 
 from assets.run_results.experimenting import run_reference
 from assets.shared.checks import E, expectation_check
+from assets.shared.metadata import topic_metadata
 from assets.shared.partitions import topic_partitions
-from assets.shared.topics import topic_spec
+from assets.shared.topics import code_sha256, topic_of
 from resources.devices import device_slot
 from resources.paths import under_home
 from resources.runner import Runner
@@ -20,8 +21,13 @@ from schemas.records import RunResult
                                    description="the unmodified code ran and reported the topic's metric")],
     description="Metrics of the unmodified reference code, the bar every idea is judged against.",
 )
-def baseline_results(context: dg.AssetExecutionContext, runner: Runner, tracker: Tracker):
-    spec = topic_spec(context.partition_key)
+def baseline_results(context: dg.AssetExecutionContext, topic_brief: pl.DataFrame, runner: Runner, tracker: Tracker):
+    topic = topic_of(topic_brief)
+    spec = topic.spec
+    # run_reference runs the reference file in the topic folder: it must be the code topic_brief captured
+    if (on_disk := code_sha256(spec.code_path.read_text())) != topic.code_sha256:
+        raise ValueError(f"{spec.code} changed since topic_brief captured it (sha256 {topic.code_sha256[:12]}, now "
+                         f"{on_disk[:12]}): materialise topic_brief again before the baseline")
     # the same device share as each idea's run gets, so thread counts do not tilt the comparison
     with device_slot(under_home("slots")) as env:
         result = run_reference(spec, runner, tracker, log=context.log.info, env=env)
@@ -38,4 +44,4 @@ def baseline_results(context: dg.AssetExecutionContext, runner: Runner, tracker:
                   "status": result.status, "reason": result.reason or "",
                   "duration_s": dg.MetadataValue.float(float(round(a.duration_s, 2))) if a else 0.0,
                   "metrics": dg.MetadataValue.json(result.metrics),
-                  "mlflow_run_id": result.mlflow_run_id or ""})
+                  "mlflow_run_id": result.mlflow_run_id or "", **topic_metadata(topic)})

@@ -4,9 +4,9 @@ import polars as pl
 
 from assets.experiment_plans.planning import kept_ideas, make_plan
 from assets.shared.checks import E, expectation_check
-from assets.shared.metadata import md_table, usage_metadata
-from assets.shared.partitions import round_asset, round_key_of
-from assets.shared.topics import topic_spec
+from assets.shared.metadata import md_table, topic_metadata, usage_metadata
+from assets.shared.partitions import round_asset
+from assets.shared.topics import topic_of
 from resources.llm import LLM
 from schemas.frames import to_frame
 from schemas.records import ExperimentPlan
@@ -15,13 +15,14 @@ from schemas.records import ExperimentPlan
 @round_asset(
     "plans_complete", "one plan with at least one change per kept idea",
     "One detailed experiment plan per surviving idea.",
+    topic_inputs=("topic_brief",),
 )
-def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataFrame, llm: LLM):
-    topic, _ = round_key_of(context)
-    spec = topic_spec(topic)
-    code = spec.code_path.read_text()
-    n0 = len(llm.calls())
-    plans = llm.map(lambda i: make_plan(spec, code, i, llm), kept_ideas(filtered_ideas))
+def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataFrame, topic_brief: pl.DataFrame,
+                     llm: LLM):
+    captured = topic_of(topic_brief)
+    spec, code = captured.spec, captured.code
+    with llm.track("experiment_plans") as usage:
+        plans = llm.map(lambda i: make_plan(spec, code, i, llm), kept_ideas(filtered_ideas))
     df = to_frame(plans, ExperimentPlan)
     check = expectation_check("plans_complete", df.with_columns(n_changes=pl.col("changes").list.len()), [
         E("ExpectColumnValuesToBeUnique", column="idea_id"),
@@ -31,5 +32,5 @@ def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataF
         "count": len(plans), "fallbacks": sum(p.error is not None for p in plans),
         "plans": dg.MetadataValue.md(md_table([{**p.model_dump(), "changes": "; ".join(p.changes)} for p in plans],
                                               ["name", "changes", "location", "expected_effect", "error"])),
-        **usage_metadata(llm.calls()[n0:], by_idea=True),
+        **usage_metadata(usage, by_idea=True), **topic_metadata(captured),
     })

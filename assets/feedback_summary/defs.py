@@ -11,16 +11,23 @@ from assets.feedback_summary.feedback import (
     lineage_table,
     progress_rows,
     summarise,
+    verdict_table,
     with_usage,
 )
 from assets.shared.checks import E, expectation_check
-from assets.shared.metadata import md_table, round_llm_use, round_usage, usage_metadata
+from assets.shared.metadata import (
+    md_table,
+    round_llm_use,
+    round_usage,
+    topic_metadata,
+    usage_metadata,
+)
 from assets.shared.partitions import multi_key, round_asset, round_key_of
 from assets.shared.plots import progress_png
-from assets.shared.topics import topic_spec
+from assets.shared.topics import topic_of
 from resources.llm import LLM
 from resources.paths import under_home
-from resources.store import Store, round_number
+from resources.store import RecordStore, round_number
 from resources.tracker import Tracker
 from schemas.frames import from_frame, to_frame
 from schemas.records import Feedback, FilteredIdea, RunResult
@@ -29,22 +36,25 @@ from schemas.records import Feedback, FilteredIdea, RunResult
 @round_asset(
     "verdicts_valid", "each verdict is one of the four; judged ideas carry a metric",
     "Per idea: improvement / maintenance / decline / failed vs baseline; the effective ideas for the next round.",
-    topic_inputs=("baseline_results",), kinds=("python", "mlflow"),
+    topic_inputs=("baseline_results", "topic_brief"), kinds=("python", "mlflow"),
 )
 def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFrame, filtered_ideas: pl.DataFrame,
-                     baseline_results: pl.DataFrame, tracker: Tracker, llm: LLM):
+                     baseline_results: pl.DataFrame, topic_brief: pl.DataFrame, tracker: Tracker, llm: LLM,
+                     store: RecordStore):
     topic, round_key = round_key_of(context)
-    spec = topic_spec(topic)
+    captured = topic_of(topic_brief)
+    spec = captured.spec  # the tolerance and direction the round started with
     base = from_frame(baseline_results, RunResult)[0]
     if base.metric_value is None:
         raise ValueError(f"the baseline of {topic} has no {spec.metric.name}: {base.reason}")
     ideas, results = from_frame(filtered_ideas, FilteredIdea), from_frame(run_results, RunResult)
-    rows = summarise(ideas, results, base.metric_value, spec.metric.goal, spec.metric.tolerance, base.metric_spread)
-    n0 = len(llm.calls())
-    analysis, analysis_error = analyse_round(spec, base.metric_value, rows, llm)
+    rows = summarise(ideas, results, base.metric_value, spec.metric.goal, spec.metric.tolerance,
+                     baseline_values=base.seed_values)
+    with llm.track("feedback_summary") as usage:
+        analysis, analysis_error = analyse_round(spec, base.metric_value, rows, llm)
     stages = [a.key.to_user_string() for a in ROUND_STAGES()]
     total, by_idea = round_llm_use(context.instance, str(multi_key(topic, round_key)),
-                                   [s for s in stages if s != "feedback_summary"], llm.calls()[n0:])
+                                   [s for s in stages if s != "feedback_summary"], usage.calls)
     rows = with_usage([r.model_copy(update={"round_analysis": analysis}) for r in rows], total, by_idea)
     df = to_frame(rows, Feedback)
     check = expectation_check("verdicts_valid", df.with_columns(
@@ -55,7 +65,7 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
     counts = {v: sum(r.verdict == v for r in rows) for v in VERDICTS}
     tracker.close_round(tracker.round_run(topic, round_key),
                         {f"n_{k}": v for k, v in counts.items()} | {"baseline": base.metric_value})
-    history = progress_rows(Store(), topic) + [{"round": round_key, "ideas": len(rows), **counts,
+    history = progress_rows(store, topic) + [{"round": round_key, "ideas": len(rows), **counts,
                                                "best": max((r.metric_value for r in rows if r.metric_value is not None), default=None),
                                                "baseline": base.metric_value}]
     history = sorted({h["round"]: h for h in history}.values(), key=lambda h: round_number(h["round"]))
@@ -73,10 +83,7 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
         **counts, "improvement_rate": dg.MetadataValue.float(counts["improvement"] / len(rows) if rows else 0.0),
         "baseline": dg.MetadataValue.float(float(base.metric_value)),
         "effective_ideas": dg.MetadataValue.json([r.idea_id for r in rows if r.effective]),
-        "verdicts": dg.MetadataValue.md(md_table([{**r.model_dump(), "tokens": r.tokens} for r in rows],
-                                                 ["idea_id", "verdict", "metric_value", "baseline_value", "delta",
-                                                  "llm_calls", "tokens", "cost_usd", "shared_tokens", "shared_cost_usd",
-                                                  "reason"])),
+        "verdicts": dg.MetadataValue.md(verdict_table(rows)),
         "round_tokens": int(total["prompt_tokens"] + total["completion_tokens"]),
         "round_cost_usd": dg.MetadataValue.float(round(total["cost_usd"], 6)),
         "cost_per_idea": dg.MetadataValue.float(round(total["cost_usd"] / len(rows), 6) if rows else 0.0),
@@ -85,7 +92,7 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
                                                          "cost_per_idea"])),
         "lineage": dg.MetadataValue.md(lineage_table(ideas, results, rows)),
         "analysis": dg.MetadataValue.md(analysis or f"(no analysis: {analysis_error})"),
-        **usage_metadata(llm.calls()[n0:]),
+        **usage_metadata(usage), **topic_metadata(captured),
         "progress_plot": dg.MetadataValue.md(f"![progress](data:image/png;base64,{base64.b64encode(png).decode()})"),
         "progress_plot_file": dg.MetadataValue.path(str(plot_path)),
     })

@@ -2,10 +2,10 @@
 Effective ideas go into the next round's idea prompt; ineffective ones into the idea bank."""
 
 from assets.feedback_summary import prompts as feedback_prompts
-from assets.feedback_summary.verdicts import judge
+from assets.feedback_summary.verdicts import judge_seeds
 from assets.shared.metadata import Usage, md_table, share_usage
 from resources.llm import LLM
-from resources.store import Store
+from resources.store import RecordStore, Store
 from schemas.frames import from_frame
 from schemas.llm_outputs import RoundAnalysis
 from schemas.records import Feedback, FilteredIdea, RunResult
@@ -20,27 +20,57 @@ def ROUND_STAGES():  # noqa: N802 - the round's assets, looked up late (assets/_
 
 
 def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
-              tolerance: float, baseline_spread: float = 0.0) -> list[Feedback]:
-    """One verdict per kept idea; with repeated seeds the margin is the larger of the tolerance and
-    the seed spread of the idea or the baseline."""
+              tolerance: float, baseline_spread: float = 0.0, baseline_values: list[float] | None = None) -> list[Feedback]:
+    """One verdict per kept idea by the seed test of verdicts.judge_seeds: the idea's seed
+    values (just its one run when it was not repeated) against the baseline's (`baseline_values`;
+    without them the single `baseline`). `baseline_spread` is unused (kept for older callers)."""
+    base_vals = [v for v in (baseline_values or []) if v is not None] or [baseline]
     by_id = {r.idea_id: r for r in results}
     out = []
     for i in ideas:
         if not i.kept:
             continue
         r = by_id.get(i.idea_id)
+        stats: dict = {"n_baseline_seeds": len(base_vals)}
         if r is None:
             verdict, reason, value = "failed", "no run result (planning or patching did not finish)", None
         elif r.status != "success":
             verdict, reason, value = "failed", f"{r.status}: {r.reason}", None
+        elif r.metric_value is None:
+            verdict, reason, value = "failed", "no valid metric", None
         else:
             value = r.metric_value
-            verdict, reason = judge(value, baseline, goal, tolerance, max(r.metric_spread, baseline_spread))
+            verdict, reason, c = judge_seeds(r.seed_values or [value], base_vals, goal, tolerance)
+            stats.update(n_seeds=c.n_idea, ci_low=_r(c.ci_low), ci_high=_r(c.ci_high),
+                         p_value=_r(c.p_better), test=c.test)
+        base_mean = sum(base_vals) / len(base_vals)
         out.append(Feedback(idea_id=i.idea_id, name=i.name, title=i.title, summary=i.summary, verdict=verdict,
                             reason=reason, metric_value=value, baseline_value=baseline,
-                            delta=None if value is None else round(value - baseline, 6),
-                            effective=verdict == "improvement"))
+                            delta=None if value is None else round(value - base_mean, 6),
+                            effective=verdict == "improvement", **stats))
     return out
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 6)
+
+
+VERDICT_COLUMNS = ["idea_id", "verdict", "metric_value", "baseline_value", "mean_diff", "interval_95", "seeds",
+                   "p_value", "llm_calls", "tokens", "cost_usd", "shared_tokens", "shared_cost_usd", "reason"]
+
+
+def verdict_cells(f: Feedback) -> dict[str, str]:
+    """The test behind one verdict as table cells: the mean difference, its 95% interval and the
+    seeds on each side (idea vs baseline), for the UI's verdict table and the CLI's."""
+    return {"mean_diff": "" if f.delta is None else f"{f.delta:+.4f}",
+            "interval_95": "" if f.ci_low is None else f"[{f.ci_low:+.4f}, {f.ci_high:+.4f}]",
+            "seeds": f"{f.n_seeds} vs {f.n_baseline_seeds}" if f.n_seeds else "",
+            "p_value": "" if f.p_value is None else f"{f.p_value:.3g}"}
+
+
+def verdict_table(rows: list[Feedback]) -> str:
+    """The feedback_summary metadata table: verdict, metric, the test's numbers, LLM use."""
+    return md_table([{**r.model_dump(), "tokens": r.tokens, **verdict_cells(r)} for r in rows], VERDICT_COLUMNS)
 
 
 def with_usage(rows: list[Feedback], total: Usage, by_idea: dict[str, Usage]) -> list[Feedback]:
@@ -58,7 +88,7 @@ def with_usage(rows: list[Feedback], total: Usage, by_idea: dict[str, Usage]) ->
     return out
 
 
-def progress_rows(store: Store, topic: str) -> list[dict]:
+def progress_rows(store: RecordStore | Store, topic: str) -> list[dict]:
     """Round-over-round numbers of a topic from its stored feedback."""
     rows = []
     for rk in store.rounds("feedback_summary", topic):

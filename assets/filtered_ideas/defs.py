@@ -6,13 +6,13 @@ from assets.filtered_ideas.filtering import filter_ideas
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
 from assets.ideas.generation import BANK_VERDICTS, read_history
 from assets.shared.checks import E, expectation_check
-from assets.shared.metadata import md_table, usage_metadata
+from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset, round_key_of
-from assets.shared.topics import topic_spec
+from assets.shared.topics import topic_of
 from resources.embedder import Embedder
 from resources.literature import Literature
 from resources.llm import LLM
-from resources.store import Store
+from resources.store import RecordStore
 from schemas.frames import from_frame, to_frame
 from schemas.records import FilteredIdea, Idea
 
@@ -21,25 +21,26 @@ from schemas.records import FilteredIdea, Idea
     "filter_recorded", "similarity in [-1, 1] for every idea; kept ideas are independent",
     "Every idea with its max similarity to the idea bank (Algorithm 1) and its novelty verdict, "
     "with the literature queries and compared papers as evidence.",
+    topic_inputs=("topic_brief",),
 )
-def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, llm: LLM, embedder: Embedder,
-                   literature: Literature):
+def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, topic_brief: pl.DataFrame, llm: LLM,
+                   embedder: Embedder, literature: Literature, store: RecordStore):
     topic, round_key = round_key_of(context)
-    spec = topic_spec(topic)
+    captured = topic_of(topic_brief)
+    spec = captured.spec
     cfg = spec.ideation
     items = from_frame(ideas, Idea)
-    history = read_history(Store(), topic, round_key)
+    history = read_history(store, topic, round_key)
     bank = history.bank(BANK_VERDICTS[cfg.bank])
-    n0 = len(llm.calls())
 
     def novelty(item: Idea) -> NoveltyOutcome:
         return novelty_check(spec.title, item.title, item.summary,
                              lambda q, k: literature.search(q, k, embedder, spec), llm,
                              rounds=cfg.novelty_rounds, k=cfg.novelty_papers, item=item.idea_id)
 
-    out = filter_ideas(items, bank, embedder.encode, novelty, cfg.independence_threshold,
-                       keep_at_most=spec.budget.ideas_per_round,
-                       log=context.log.info)
+    with llm.track("filtered_ideas") as usage:
+        out = filter_ideas(items, bank, embedder.encode, novelty, cfg.independence_threshold,
+                           keep_at_most=spec.budget.ideas_per_round, log=context.log.info)
     df = to_frame(out, FilteredIdea)
     check = expectation_check("filter_recorded", df.with_columns(
         kept_is_independent=~pl.col("kept") | pl.col("independent")), [
@@ -54,5 +55,5 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, llm: 
         "decisions": dg.MetadataValue.md(md_table([o.model_dump() for o in out],
                                                   ["name", "source", "kept", "max_similarity", "nearest_bank_idea",
                                                    "novel", "novelty_closest_paper", "novelty_queries", "drop_reason"])),
-        **usage_metadata(llm.calls()[n0:], by_idea=True),
+        **usage_metadata(usage, by_idea=True), **topic_metadata(captured),
     })

@@ -5,14 +5,14 @@ import polars as pl
 from assets.ideas import prompts as idea_prompts
 from assets.ideas.generation import drafts_to_ideas, merge_paths, read_history
 from assets.shared.checks import E, expectation_check
-from assets.shared.metadata import md_table, usage_metadata
+from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset, round_key_of
-from assets.shared.topics import topic_spec
+from assets.shared.topics import topic_of
 from resources.llm import LLM
-from resources.store import Store
+from resources.store import RecordStore
 from schemas.frames import from_frame, to_frame
 from schemas.llm_outputs import IdeaList
-from schemas.records import Idea, PaperScore, TopicBrief
+from schemas.records import Idea, PaperScore
 
 
 @round_asset(
@@ -22,32 +22,32 @@ from schemas.records import Idea, PaperScore, TopicBrief
     topic_inputs=("topic_brief",),
 )
 def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_rankings: pl.DataFrame,
-          topic_brief: pl.DataFrame, llm: LLM):
+          topic_brief: pl.DataFrame, llm: LLM, store: RecordStore):
     topic, round_key = round_key_of(context)
-    spec = topic_spec(topic)
+    captured = topic_of(topic_brief)
+    spec = captured.spec
     n = spec.budget.ideas_per_round
-    brief = from_frame(topic_brief, TopicBrief)[0]
     kept = [s for s in from_frame(paper_rankings, PaperScore) if s.kept]
-    history = read_history(Store(), topic, round_key)
+    history = read_history(store, topic, round_key)
     abstracts = dict(zip(papers["paper_id"].to_list(), papers["abstract"].to_list()))
     refs = [(i, p.title, abstracts.get(p.paper_id, "")[:300]) for i, p in enumerate(kept, 1)]
     effective = [f"{f.name}: {f.title} ({f.reason})" for f in history.effective]
-    head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, spec.code_path.read_text())
-    n0 = len(llm.calls())
+    head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, captured.code)
     taken = set(history.names)
     errors = {}
-    res = llm.complete(idea_prompts.generate(*head, refs, history.tried, effective, n, analysis=history.analysis),
-                       stage="ideas", schema=IdeaList, max_tokens=350 * n + 100)
-    if not res.ok:
-        errors["literature"] = res.error
-    items = drafts_to_ideas(res.value.ideas[:n] if res.ok else [], topic, round_key, kept, history, taken=taken)
-    if spec.ideation.brainstorm:
-        bs = llm.complete(idea_prompts.brainstorm(*head, history.tried, effective, n, analysis=history.analysis),
-                          stage="ideas", schema=IdeaList, max_tokens=350 * n + 100)
-        if not bs.ok:
-            errors["brainstorm"] = bs.error
-        items = merge_paths(items, drafts_to_ideas(bs.value.ideas[:n] if bs.ok else [], topic, round_key, [],
-                                                   history, source="brainstorm", taken=taken))
+    with llm.track("ideas") as usage:
+        res = llm.complete(idea_prompts.generate(*head, refs, history.tried, effective, n, analysis=history.analysis),
+                           stage="ideas", schema=IdeaList, max_tokens=350 * n + 100)
+        if not res.ok:
+            errors["literature"] = res.error
+        items = drafts_to_ideas(res.value.ideas[:n] if res.ok else [], topic, round_key, kept, history, taken=taken)
+        if spec.ideation.brainstorm:
+            bs = llm.complete(idea_prompts.brainstorm(*head, history.tried, effective, n, analysis=history.analysis),
+                              stage="ideas", schema=IdeaList, max_tokens=350 * n + 100)
+            if not bs.ok:
+                errors["brainstorm"] = bs.error
+            items = merge_paths(items, drafts_to_ideas(bs.value.ideas[:n] if bs.ok else [], topic, round_key, [],
+                                                       history, source="brainstorm", taken=taken))
     for path, err in errors.items():
         context.log.warning(f"idea generation ({path}) failed: {err}")
     df = to_frame(items, Idea)
@@ -67,5 +67,5 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
         "ideas": dg.MetadataValue.md(md_table([i.model_dump() for i in items],
                                               ["name", "source", "title", "summary", "inspired_by_papers",
                                                "builds_on_ideas"])),
-        **usage_metadata(llm.calls()[n0:]),
+        **usage_metadata(usage), **topic_metadata(captured),
     })

@@ -4,7 +4,7 @@ from itertools import chain, zip_longest
 from typing import Sequence
 
 from assets.shared.naming import idea_id, snake, unique_name
-from resources.store import Store, round_number
+from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
 from schemas.records import Feedback, FilteredIdea, Idea, PaperScore
 
@@ -38,7 +38,8 @@ class History:
         return [f for f in self.feedback if f.verdict in verdicts]
 
 
-def read_history(store: Store, topic: str, before_round: str) -> History:
+def read_history(store: RecordStore | Store, topic: str, before_round: str) -> History:
+    """What the rounds of `topic` before `before_round` left in the record store."""
     h = History()
     for rk in store.rounds("filtered_ideas", topic):
         if round_number(rk) >= round_number(before_round):

@@ -30,8 +30,8 @@ def paper_rankings(context: dg.AssetExecutionContext, config: RankingConfig, pap
                    topic_brief: pl.DataFrame, llm: LLM, embedder: Embedder):
     brief = from_frame(topic_brief, TopicBrief)[0]
     items = from_frame(papers, Paper)
-    n0 = len(llm.calls())
-    scores = rank_papers(brief, items, llm, mode=config.mode, embedder=embedder, batch=config.batch or None)
+    with llm.track("paper_rankings") as usage:
+        scores = rank_papers(brief, items, llm, mode=config.mode, embedder=embedder, batch=config.batch or None)
     df = to_frame(scores, PaperScore)
     kept = [s for s in scores if s.kept]
     context.log.info(f"kept {len(kept)}/{len(scores)} papers (score >= {KEEP_AT}, mode {config.mode})")
@@ -48,5 +48,5 @@ def paper_rankings(context: dg.AssetExecutionContext, config: RankingConfig, pap
         "mode": config.mode, "kept": len(kept), "dropped": len(scores) - len(kept),
         "not_judged": sum(s.error is not None for s in scores),
         "rankings": dg.MetadataValue.md(md_table(rows, columns)),
-        **usage_metadata(llm.calls()[n0:]),
+        **usage_metadata(usage),
     })

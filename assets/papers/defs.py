@@ -4,8 +4,8 @@ import polars as pl
 
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table
-from assets.shared.partitions import round_asset, round_key_of
-from assets.shared.topics import topic_spec
+from assets.shared.partitions import round_asset
+from assets.shared.topics import topic_of
 from resources.embedder import Embedder
 from resources.literature import Literature
 from schemas.frames import from_frame, to_frame
@@ -20,8 +20,7 @@ from schemas.records import Paper, TopicBrief
 )
 def papers(context: dg.AssetExecutionContext, topic_brief: pl.DataFrame, literature: Literature,
            embedder: Embedder):
-    topic, round_key = round_key_of(context)
-    spec = topic_spec(topic)
+    spec = topic_of(topic_brief).spec
     brief = from_frame(topic_brief, TopicBrief)[0]
     source = literature.open(embedder, spec).describe()
     found = literature.search(brief.search_query, spec.budget.papers, embedder, spec)

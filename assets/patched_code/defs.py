@@ -5,9 +5,9 @@ import polars as pl
 from assets.experiment_plans.planning import kept_ideas
 from assets.patched_code.patching import make_patch
 from assets.shared.checks import E, expectation_check
-from assets.shared.metadata import md_table, usage_metadata
-from assets.shared.partitions import round_asset, round_key_of
-from assets.shared.topics import topic_spec
+from assets.shared.metadata import md_table, topic_metadata, usage_metadata
+from assets.shared.partitions import round_asset
+from assets.shared.topics import topic_of
 from resources.llm import LLM
 from resources.runner import Runner
 from schemas.frames import from_frame, to_frame
@@ -17,24 +17,24 @@ from schemas.records import ExperimentPlan, Patch
 @round_asset(
     "patches_compile", "every applied patch compiles and changes the file",
     "Per idea: the edit (diff), the patched file and its self-check.",
+    topic_inputs=("topic_brief",),
 )
 def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFrame, filtered_ideas: pl.DataFrame,
-                 llm: LLM, runner: Runner):
-    topic, _ = round_key_of(context)
-    spec = topic_spec(topic)
-    code = spec.code_path.read_text()
+                 topic_brief: pl.DataFrame, llm: LLM, runner: Runner):
+    captured = topic_of(topic_brief)
+    spec, code = captured.spec, captured.code  # edits apply to the code the round started from
     ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
-    n0 = len(llm.calls())
     patches = []
-    for plan in from_frame(experiment_plans, ExperimentPlan):
-        p = make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner)
-        context.log.info(f"{plan.name}: {p.status}" + (f" ({p.reason})" if p.reason else ""))
-        patches.append(p)
+    with llm.track("patched_code") as usage:
+        for plan in from_frame(experiment_plans, ExperimentPlan):
+            p = make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner)
+            context.log.info(f"{plan.name}: {p.status}" + (f" ({p.reason})" if p.reason else ""))
+            patches.append(p)
     df = to_frame(patches, Patch)
     check = expectation_check("patches_compile", df.with_columns(
         ok_compiles=(pl.col("status") != "ok") | (pl.col("compiles") & (pl.col("diff").str.len_chars() > 0))), [
         E("ExpectColumnValuesToBeInSet", column="status",
-          value_set=["ok", "no_op", "not_applied", "syntax_error", "llm_failed"]),
+          value_set=["ok", "no_op", "not_applied", "syntax_error", "dishonest", "llm_failed"]),
         E("ExpectColumnValuesToBeInSet", column="ok_compiles", value_set=[True]),
     ], asset_key="patched_code")
     return dg.MaterializeResult(value=df, check_results=[check], metadata={
@@ -42,5 +42,5 @@ def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFra
         "edit_format": llm.resolved_edit_format(),
         "patches": dg.MetadataValue.md(md_table([{**p.model_dump(), "diff_lines": p.diff.count("\n")} for p in patches],
                                                 ["idea_id", "status", "diff_lines", "imports_ok", "reason"])),
-        **usage_metadata(llm.calls()[n0:], by_idea=True),
+        **usage_metadata(usage, by_idea=True), **topic_metadata(captured),
     })

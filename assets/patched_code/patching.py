@@ -5,17 +5,28 @@ import json
 from assets.patched_code import prompts as patch_prompts
 from assets.patched_code.edit_formats import (
     WHOLE_FILE_RETRIES,
+    EditError,
     apply_edit,
+    edit_status,
     max_tokens,
-    status_of,
 )
 from assets.patched_code.resampling import complete_resampled
 from assets.run_results.experimenting import OUT_DIR
+from assets.run_results.honesty import honesty_problems
 from resources.llm import LLM
 from resources.paths import under_home
 from resources.runner import prepare_workspace
 from schemas.records import ExperimentPlan, FilteredIdea, Patch
 from schemas.topic import TopicSpec
+
+
+def honest_edit(code: str, edit, metric: str):
+    """The edit, unless it drops what makes the result trustworthy (training, evaluation, the
+    metrics file) or hard-codes the metric: the honesty check of repairs, for ideas too."""
+    if problems := honesty_problems(code, edit.code, metric):
+        raise EditError("dishonest", "the patch " + "; ".join(problems) + ": implement the idea and keep "
+                        "the training, the evaluation and the metrics file")
+    return edit
 
 
 def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan, llm: LLM, runner) -> Patch:
@@ -24,11 +35,12 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
     # not implemented (the 1.5B model returned the file unchanged for most ideas: bench/RESULTS.md "loop")
     res, resamples = complete_resampled(
         llm, patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes),
-        resample_on=("no_op", "syntax_error"), stage="patched_code",
-        parse=lambda t: apply_edit(code, t, fmt, spec.code), max_tokens=max_tokens(fmt),
+        resample_on=("no_op", "syntax_error", "dishonest"), stage="patched_code",
+        parse=lambda t: honest_edit(code, apply_edit(code, t, fmt, spec.code), spec.metric.name),
+        max_tokens=max_tokens(fmt),
         max_retries=WHOLE_FILE_RETRIES, item=idea.idea_id)
     if not res.ok:
-        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status_of(res.error), reason=res.error,
+        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=edit_status(res), reason=res.error,
                      resamples=resamples)
     patch = Patch(idea_id=idea.idea_id, edit_format=fmt, status="ok", diff=res.value.diff, code=res.value.code,
                   compiles=True, resamples=resamples)

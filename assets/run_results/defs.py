@@ -8,8 +8,8 @@ from assets.experiment_plans.planning import kept_ideas
 from assets.run_results.running import run_idea
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, usage_metadata
-from assets.shared.partitions import round_x_topic
-from assets.shared.topics import topic_spec
+from assets.shared.partitions import round_x_topic, topic_in
+from assets.shared.topics import spec_and_code_from_json, topic_of
 from resources.devices import device_slot, parallel_limit
 from resources.llm import LLM, LLMCall
 from resources.paths import under_home
@@ -37,15 +37,18 @@ def _mapping_key(name: str, taken: set[str]) -> str:
 
 @dg.op(out=dg.DynamicOut(io_manager_key=STEP_IO), tags={"kind": "fan-out"})
 def ideas_to_run(context: dg.OpExecutionContext, patched_code: pl.DataFrame, filtered_ideas: pl.DataFrame,
-                 tracker: Tracker):
-    """One dynamic output per patched idea: each becomes its own `run_idea` step."""
+                 topic_brief: pl.DataFrame, tracker: Tracker):
+    """One dynamic output per patched idea: each becomes its own `run_idea` step, carrying the
+    topic as topic_brief captured it (spec and reference code)."""
     topic, round_key = split_partition_key(context.partition_key)
+    captured = topic_of(topic_brief).to_json()
     ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
     parent = tracker.round_run(topic, round_key)
     taken: set[str] = set()
     for patch in from_frame(patched_code, Patch):
         idea = ideas_by_id[patch.idea_id]
-        yield dg.DynamicOutput({"patch": patch.model_dump_json(), "idea": idea.model_dump_json(), "parent": parent},
+        yield dg.DynamicOutput({"patch": patch.model_dump_json(), "idea": idea.model_dump_json(), "parent": parent,
+                                "topic": captured},
                                mapping_key=_mapping_key(idea.name, taken))
 
 
@@ -54,17 +57,17 @@ def run_idea_step(context: dg.OpExecutionContext, job: dict, llm: LLM, runner: R
     """Run (and repair) one idea's experiment while holding a device slot. Never raises: a
     crash becomes this idea's failed result, so the other ideas and the round go on."""
     patch, idea = Patch.model_validate_json(job["patch"]), FilteredIdea.model_validate_json(job["idea"])
-    spec = topic_spec(idea.topic)
-    n0 = len(llm.calls())  # in-process, steps share one resource: only this step's calls
-    try:
-        with device_slot(under_home("slots")) as env:
-            context.log.info(f"{idea.idea_id}: running with {env}")
-            r = run_idea(spec, patch, idea, llm, runner, tracker, job["parent"], context.log.info, env=env)
-    except Exception as e:  # one idea's crash never fails the round
-        context.log.exception(f"{idea.idea_id} crashed")
-        r = RunResult(idea_id=idea.idea_id, status="failed", reason=f"{type(e).__name__}: {e}")
+    spec, _ = spec_and_code_from_json(job["topic"])
+    with llm.track("run_results") as usage:  # in-process steps share the resource and run one by one
+        try:
+            with device_slot(under_home("slots")) as env:
+                context.log.info(f"{idea.idea_id}: running with {env}")
+                r = run_idea(spec, patch, idea, llm, runner, tracker, job["parent"], context.log.info, env=env)
+        except Exception as e:  # one idea's crash never fails the round
+            context.log.exception(f"{idea.idea_id} crashed")
+            r = RunResult(idea_id=idea.idea_id, status="failed", reason=f"{type(e).__name__}: {e}")
     context.log.info(f"{idea.idea_id}: {r.status}" + (f" ({r.reason})" if r.reason else ""))
-    return {"result": r.model_dump_json(), "calls": [c.model_dump() for c in llm.calls()[n0:]]}
+    return {"result": r.model_dump_json(), "calls": [c.model_dump() for c in usage.calls]}
 
 
 @dg.op(out={"result": dg.Out(), CHECK_OUT: dg.Out()}, tags={"kind": "collect"})
@@ -89,13 +92,13 @@ def collect_run_results(context: dg.OpExecutionContext, outcomes: list, tracker:
 
 
 @dg.graph_asset(
-    partitions_def=round_x_topic, group_name="round", kinds={"python", "mlflow"},
+    partitions_def=round_x_topic, group_name="round", kinds={"python", "mlflow"}, ins={"topic_brief": topic_in()},
     description="Per idea (one step each, run concurrently up to the parallel limit): every attempt (command, "
                 "exit, traceback frames, local code structure, fix) and the final metrics.",
     check_specs=[dg.AssetCheckSpec("success_has_metrics", asset="run_results", blocking=True,
                                    description="a run claiming success reports the topic's metric")],
 )
-def run_results(patched_code, filtered_ideas):
-    outcomes = ideas_to_run(patched_code, filtered_ideas).map(run_idea_step).collect()
+def run_results(patched_code, filtered_ideas, topic_brief):
+    outcomes = ideas_to_run(patched_code, filtered_ideas, topic_brief).map(run_idea_step).collect()
     result, check = collect_run_results(outcomes)
     return {"result": result, CHECK_OUT: check}

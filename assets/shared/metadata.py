@@ -6,7 +6,7 @@ from typing import Iterable, Sequence
 
 import dagster as dg
 
-from resources.llm import LLMCall, usage_totals
+from resources.llm import LLMCall, LLMUsage, usage_totals
 
 
 def _cell(v) -> str:
@@ -39,10 +39,12 @@ def usage_by_item(calls: Sequence[LLMCall]) -> dict[str | None, Usage]:
     return {item: {k: t[k] for k in USAGE_KEYS} for item, t in totals.items()}
 
 
-def usage_metadata(calls: Sequence[LLMCall], by_idea: bool = False) -> dict:
-    """The usage entries of an asset's metadata; with `by_idea` (the per-idea stages) also
-    `usage_by_idea`: {idea_id: {llm_calls, prompt_tokens, completion_tokens, cost_usd}} of the
-    calls made for one idea (the rest of the totals served the whole round)."""
+def usage_metadata(usage: LLMUsage | Sequence[LLMCall], by_idea: bool = False) -> dict:
+    """The usage entries of an asset's metadata, from the calls a `with llm.track(stage)` block
+    collected (or a list of calls); with `by_idea` (the per-idea stages) also `usage_by_idea`:
+    {idea_id: {llm_calls, prompt_tokens, completion_tokens, cost_usd}} of the calls made for one
+    idea (the rest of the totals served the whole round)."""
+    calls = usage.calls if isinstance(usage, LLMUsage) else usage
     t = usage_totals(calls)
     meta = {
         "llm_calls": t["llm_calls"], "llm_cached_calls": t["llm_cached_calls"],
@@ -53,6 +55,11 @@ def usage_metadata(calls: Sequence[LLMCall], by_idea: bool = False) -> dict:
         meta["usage_by_idea"] = dg.MetadataValue.json(
             {item: u for item, u in usage_by_item(calls).items() if item is not None})
     return meta
+
+
+def topic_metadata(topic) -> dict:
+    """Which capture of the topic a stage used (a CapturedTopic from its topic_brief input)."""
+    return {"topic_code_sha256": topic.code_sha256, "topic_spec_sha256": topic.spec_sha256}
 
 
 def add_usage(total: Usage, u: dict) -> Usage:

@@ -1,4 +1,5 @@
 """The topic brief: the spec plus the task attributes the LLM extracts (DOLPHIN 3.1)."""
+from assets.shared.topics import captured_fields
 from assets.topic_brief import prompts
 from resources.llm import LLM
 from schemas.llm_outputs import TaskAttributes
@@ -14,8 +15,8 @@ def build_brief(spec, llm: LLM) -> tuple[TopicBrief, object]:
     else:  # honest fallback: the topic's own words, with the failure recorded in llm_error
         attrs = {"task": spec.title, "input": "unknown", "output": "unknown", "domain": "unknown",
                  "evaluation": spec.metric.name, "search_query": spec.title}
-    code = spec.code_path.read_text()
+    code = spec.code_path.read_text()  # read once: the brief carries it to every later stage
     brief = TopicBrief(topic=spec.name, title=spec.title, description=spec.description.strip(),
                        metric_name=spec.metric.name, metric_goal=spec.metric.goal,
-                       code_excerpt=code[:6000], llm_error=res.error, **attrs)
+                       code_excerpt=code[:6000], llm_error=res.error, **attrs, **captured_fields(spec, code))
     return brief, res

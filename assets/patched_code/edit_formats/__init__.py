@@ -8,7 +8,8 @@ line in FORMATS; the patching and repair prompts, the appliers and the token bud
 
 An answer that cannot be used raises `EditError`, whose status the patch or repair records:
 "not_applied", "no_op", "syntax_error" (or "dishonest", raised by the repair loop's honesty
-check, see assets/run_results/honesty.py)."""
+check, see assets/run_results/honesty.py). The LLM resource hands that status back as the
+result's `error_kind`; `edit_status(result)` turns it into the recorded status."""
 from __future__ import annotations
 
 from types import ModuleType
@@ -21,6 +22,7 @@ from assets.patched_code.edit_formats.base import (
     EditResult,
     _code_only,
     check_compiles,
+    edit_status,
     status_of,
     unified_diff,
 )
@@ -29,7 +31,7 @@ FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (whole, search_replace, fun
 EDIT_FORMATS = tuple(FORMATS)
 
 __all__ = ["EDIT_FORMATS", "EDIT_STATUSES", "FORMATS", "WHOLE_FILE_RETRIES", "EditError", "EditResult", "apply_edit",
-           "check_compiles", "edit_format", "instructions", "max_tokens", "status_of", "unified_diff"]
+           "check_compiles", "edit_format", "edit_status", "instructions", "max_tokens", "status_of", "unified_diff"]
 
 
 def edit_format(name: str) -> ModuleType:

@@ -8,6 +8,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from resources.llm import RejectedAnswer
+
 FENCE_RE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
@@ -19,14 +21,26 @@ WHOLE_FILE_RETRIES = 1
 EDIT_STATUSES = ("not_applied", "no_op", "syntax_error", "dishonest")
 
 
-class EditError(ValueError):
+class EditError(RejectedAnswer):
+    """An answer that cannot be used as an edit; `status` (one of EDIT_STATUSES) reaches the
+    caller as the LLM result's `error_kind`."""
+
     def __init__(self, status: str, detail: str):
-        super().__init__(f"{status}: {detail}")
+        super().__init__(status, detail)
         self.status = status
 
 
+def edit_status(res) -> str:
+    """The status a patch or repair records for an LLM result: "ok", the edit's own kind of
+    failure (one of EDIT_STATUSES, from the EditError its parser raised), or "llm_failed"."""
+    if res.ok:
+        return "ok"
+    return res.error_kind if res.error_kind in EDIT_STATUSES else "llm_failed"
+
+
 def status_of(error: str | None) -> str:
-    """The patch status an error message (from EditError) stands for."""
+    """Compatibility shim, read by no stage of the pipeline: the status an error *message*
+    stands for. Use `edit_status(result)`, which reads the typed `error_kind`."""
     if not error:
         return "ok"
     for s in EDIT_STATUSES:
