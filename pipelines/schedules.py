@@ -5,7 +5,6 @@ Local dumps need no refresh: their index is rebuilt when the file changes."""
 import dagster as dg
 
 from resources.literature import Literature
-from resources.llm import ResponseCache
 
 
 class RefreshConfig(dg.Config):
@@ -15,7 +14,7 @@ class RefreshConfig(dg.Config):
 @dg.op(description="Delete cached literature API answers older than max_age_days.")
 def expire_literature_cache(context: dg.OpExecutionContext, config: RefreshConfig, literature: Literature) -> int:
     root = literature.http_cache_root()
-    gone = ResponseCache(root).prune(config.max_age_days * 86400)
+    gone = literature.expire_http_cache(config.max_age_days * 86400)
     context.log.info(f"dropped {gone} cached answers older than {config.max_age_days:g} days from {root}")
     return gone
 

@@ -10,11 +10,12 @@
 Local sources are searched hybrid (BM25 + embeddings, fused by reciprocal rank) over an
 index built once per file version and embedding model under $DAGSTER_HOME/index. Online
 sources keep the service's own relevance order. The global choice comes from the resource
-config (RESEARCHLOOP_LITERATURE, RESEARCHLOOP_CORPUS, RESEARCHLOOP_CATEGORIES); a topic's
-`literature:` section in topic.yaml overrides it for that topic."""
+config (set from RESEARCHLOOP_LITERATURE, RESEARCHLOOP_CORPUS, RESEARCHLOOP_CATEGORIES by the code
+location); a topic's `literature:` section in topic.yaml overrides it for that topic. The
+services' key and contact address are never config values baked into a run: empty fields are
+read from the environment (SEMANTIC_SCHOLAR_API_KEY, OPENALEX_MAILTO) when a client is made."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -28,7 +29,9 @@ from resources.scholarly import (
     HttpPolicy,
     OpenAlex,
     SemanticScholar,
+    expire_cache,
 )
+from resources.settings import settings
 from resources.sources import LocalSource, PaperSource, load_papers, rrf_fuse  # noqa: F401 (re-exported)
 from schemas.records import Paper
 from schemas.topic import TopicSpec
@@ -73,6 +76,15 @@ class Literature(dg.ConfigurableResource):
     def http_cache_root(self) -> Path:
         return Path(self.http_cache_dir) if self.http_cache_dir else under_home("http_cache")
 
+    def expire_http_cache(self, max_age_s: float) -> int:
+        """Drop cached online answers older than max_age_s (the weekly refresh); returns how
+        many. Also prunes the one-file-per-answer folders an older version wrote."""
+        from resources.llm import ResponseCache
+
+        root = self.http_cache_root()
+        legacy = sum(ResponseCache(d).prune(max_age_s) for d in sorted(root.iterdir()) if d.is_dir())
+        return expire_cache(root, max_age_s) + legacy
+
     def open(self, embedder: Embedder, topic: TopicSpec | None = None) -> PaperSource:
         """The source for a topic: its topic.yaml `literature:` section, else the global choice.
         Local sources need the embedder (hybrid search); online ones ignore it."""
@@ -87,11 +99,11 @@ class Literature(dg.ConfigurableResource):
             raise ValueError(f"unknown literature source {name!r}: choose one of {', '.join(SOURCES)}")
         policy = HttpPolicy(timeout_s=self.timeout_s, max_tries=self.max_tries)
         if name == "semantic_scholar":
-            return SemanticScholar(self.semantic_scholar_url,
-                                   self.semantic_scholar_api_key or os.environ.get("SEMANTIC_SCHOLAR_API_KEY", ""),
-                                   self.http_cache_root(), self.semantic_scholar_rate, policy)
+            key = self.semantic_scholar_api_key or settings().semantic_scholar_api_key.get_secret_value()
+            return SemanticScholar(self.semantic_scholar_url, key, self.http_cache_root(),
+                                   self.semantic_scholar_rate, policy)
         if name == "openalex":
-            return OpenAlex(self.openalex_url, self.openalex_mailto or os.environ.get("OPENALEX_MAILTO", ""),
+            return OpenAlex(self.openalex_url, self.openalex_mailto or settings().openalex_mailto,
                             self.http_cache_root(), self.openalex_rate, policy)
         if spec and spec.path:
             path = Path(spec.path) if Path(spec.path).is_absolute() or topic is None else topic.path / spec.path
@@ -120,5 +132,5 @@ class Literature(dg.ConfigurableResource):
         """Every paper of the global local source (corpus or dump)."""
         src = self.open(Embedder())
         if not isinstance(src, LocalSource):
-            raise ValueError(f"papers() lists a local source; {self.source} is online: use search()")
+            raise ValueError(f"papers() lists a local source; {self.source} is online: use search()")  # noqa: TRY004 (a setting, not a type)
         return src.papers()

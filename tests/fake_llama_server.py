@@ -4,13 +4,14 @@ started with the launcher's own arguments (`resources.local_llm serve --model M 
 cannot bind does) and answers /health and /v1/models like llama.cpp's server. No model is loaded."""
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 def main(argv: list[str]) -> int:
-    args = dict(zip(argv[::1], argv[1::1]))
+    args = dict(itertools.pairwise(argv))   # each flag -> the word after it
     port, alias = int(args["--port"]), args.get("--alias", "model")
 
     class Handler(BaseHTTPRequestHandler):

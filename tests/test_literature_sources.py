@@ -223,8 +223,61 @@ def test_cache_makes_no_request_and_keeps_no_secret(server, tmp_path):
     o1.details("W2560609797")
     o2.details("W2560609797")
     assert server.n == 2
-    stored = "".join(p.read_text() for p in cache.rglob("*.json"))
-    assert "s2-secret" not in stored and "example.org" not in stored
+    files = sorted(p.name for p in cache.iterdir())
+    assert "openalex.sqlite" in files and "semantic_scholar.sqlite" in files
+    stored = b"".join(p.read_bytes() for p in cache.rglob("*") if p.is_file())   # the databases and their WAL
+    assert b"point cloud" in stored                     # the answers really are in these files ...
+    assert b"s2-secret" not in stored and b"another-key" not in stored and b"example.org" not in stored  # ... no secret
+
+
+def test_malformed_answer_is_never_cached(server, tmp_path):
+    c = OpenAlex(server.base_url, cache_dir=tmp_path / "cache", rate=1000, policy=FAST)
+    server.inject(Fault(malformed=True), Fault(malformed=True))
+    with pytest.raises(MalformedResponse):
+        c.details("W2560609797")
+    assert c.details("W2560609797").paper_id == "W2560609797"     # asked again: nothing broken was stored
+    assert server.n == 3
+    c.details("W2560609797")                                       # the good answer was
+    assert server.n == 3
+
+
+def test_cache_hits_do_not_wait_for_the_rate_pool(server, tmp_path):
+    c = SemanticScholar(server.base_url, cache_dir=tmp_path / "cache", rate=2.0, policy=FAST)
+    c.details(PN)
+    t0 = time.monotonic()
+    for _ in range(5):
+        c.details(PN)
+    assert server.n == 1 and time.monotonic() - t0 < 1.0       # 5 requests at 2/s would take >= 2 s
+
+
+def test_weekly_refresh_expires_old_answers_of_the_real_cache(home, server):
+    """The schedule's job drops answers older than a week from the requests-cache databases;
+    the next search asks the service again, fresh answers stay."""
+    from datetime import timedelta
+
+    from pipelines.schedules import refresh_literature
+    from resources.scholarly import _cache_backend, cache_file
+
+    lit = Literature(openalex_url=server.base_url, openalex_rate=1000)
+    src = OpenAlex(server.base_url, cache_dir=lit.http_cache_root(), rate=1000, policy=FAST)
+    src.details("W1")
+    src.details("W2")
+    assert server.n == 2
+    backend = _cache_backend(cache_file(lit.http_cache_root(), "openalex"))
+    aged = 0
+    for key in list(backend.responses.keys()):
+        resp = backend.responses[key]
+        if "W1" in resp.url:
+            resp.created_at -= timedelta(days=8)
+            backend.responses[key] = resp
+            aged += 1
+    assert aged == 1
+    res = refresh_literature.execute_in_process(resources={"literature": lit})
+    assert res.success and res.output_for_node("expire_literature_cache") == 1
+    src.details("W2")
+    assert server.n == 2                   # still cached
+    src.details("W1")
+    assert server.n == 3                   # expired: asked again
 
 
 def test_rate_pool_is_shared_by_clients_and_threads(server):
