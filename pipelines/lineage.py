@@ -2,7 +2,7 @@
 verdict -> the later ideas that built on it, read from the stored records."""
 from __future__ import annotations
 
-from resources.store import Store, round_number
+from resources.store import RecordStore, Store, record_store, round_number
 from schemas.frames import from_frame
 from schemas.records import (
     ExperimentPlan,
@@ -15,20 +15,22 @@ from schemas.records import (
 )
 
 
-def _find(store: Store, asset: str, model, topic: str, round_key: str, idea_id: str):
+def _find(store: RecordStore | Store, asset: str, model, topic: str, round_key: str, idea_id: str):
     df = store.read(asset, topic, round_key)
     if df is None:
         return None
     return next((r for r in from_frame(df, model) if r.idea_id == idea_id), None)
 
 
-def _topic_section(store: Store, topic: str, round_key: str) -> list[str]:
+def _topic_section(store: RecordStore | Store, topic: str, round_key: str) -> list[str]:
     out = []
     brief = store.read("topic_brief", topic)
     if brief is not None:
         b = from_frame(brief, TopicBrief)[0]
         out += ["## topic", f"- {b.title}: task {b.task!r}, input {b.input!r}, output {b.output!r} "
                             f"({b.metric_goal} {b.metric_name})", f"- literature query: {b.search_query!r}"]
+        if b.code_sha256:
+            out.append(f"- reference code sha256 {b.code_sha256[:16]} (as topic_brief captured it; every stage used it)")
     ranks = store.read("paper_rankings", topic, round_key)
     if ranks is not None:
         scores = from_frame(ranks, PaperScore)
@@ -36,7 +38,7 @@ def _topic_section(store: Store, topic: str, round_key: str) -> list[str]:
     return out
 
 
-def _later_rounds(store: Store, topic: str, round_key: str, idea_id: str) -> list[str]:
+def _later_rounds(store: RecordStore | Store, topic: str, round_key: str, idea_id: str) -> list[str]:
     """What the next rounds did with the idea: ideas that built on it, ideas filtered against it."""
     built, compared = [], []
     for rk in store.rounds("filtered_ideas", topic):
@@ -52,8 +54,8 @@ def _later_rounds(store: Store, topic: str, round_key: str, idea_id: str) -> lis
             + ["## later ideas compared with it in the idea bank"] + (compared or ["- (none yet)"]))
 
 
-def idea_lineage(idea_id: str, store: Store | None = None) -> str:
-    store = store or Store()
+def idea_lineage(idea_id: str, store: RecordStore | Store | None = None) -> str:
+    store = store or record_store()
     try:
         topic, round_key, _ = idea_id.split("/")
         round_number(round_key)

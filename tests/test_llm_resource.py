@@ -345,3 +345,91 @@ def test_remote_endpoint_settings(make_llm):
     assert llm.model_name() == "m"
     assert llm.resolved_edit_format() == "search_replace"
     assert make_llm(edit_format="whole").resolved_edit_format() == "whole"
+
+
+# -- typed error kinds -------------------------------------------------------------------
+
+def test_error_kind_is_a_value_not_parsed_from_the_message(server, make_llm):
+    from resources.llm import INVALID_ANSWER, REQUEST_FAILED, RejectedAnswer
+
+    def parse(text: str) -> str:
+        if text == "same":
+            raise RejectedAnswer("no_op", "nothing changed")  # the message does not start with the kind's words
+        raise ValueError("cannot read it")
+
+    server.respond = lambda body: "same"
+    llm = make_llm(max_retries=1)
+    r = llm.complete(MSGS, stage="edit", parse=parse)
+    assert not r.ok and r.error_kind == "no_op" and r.call.error_kind == "no_op"
+    assert r.error.startswith("invalid answer (try 2): ")  # the text stays for people and prompts
+    # the cached failure keeps its kind: the parser is asked again on the remembered answer
+    again = make_llm(max_retries=1).complete(MSGS, stage="edit", parse=parse)
+    assert again.call.cached and again.error_kind == "no_op" and server.n == 2
+
+    server.respond = lambda body: "other"
+    r = llm.complete(MSGS + [{"role": "user", "content": "2"}], stage="edit", parse=parse)
+    assert r.error_kind == INVALID_ANSWER  # a parser error without a kind
+    r = llm.complete(MSGS + [{"role": "user", "content": "3"}], stage="x", schema=NoveltyJudgement)
+    assert r.error_kind == INVALID_ANSWER  # a schema violation
+    server.status = 400
+    r = llm.complete(MSGS + [{"role": "user", "content": "4"}], stage="x", schema=NoveltyJudgement)
+    assert r.error_kind == REQUEST_FAILED
+    server.status = 200
+    server.answers.append(GOOD)
+    r = llm.complete(MSGS + [{"role": "user", "content": "5"}], stage="x", schema=NoveltyJudgement)
+    assert r.ok and r.error_kind is None and r.call.error_kind is None
+
+
+def test_edit_errors_reach_the_patch_status_as_kinds(server, make_llm):
+    from assets.patched_code.edit_formats import EditError, apply_edit, edit_status
+
+    src = "x = 1\nprint(x)\n"
+    server.respond = lambda body: f"```python\n{src}```"  # the file unchanged
+    llm = make_llm(max_retries=0)
+    r = llm.complete(MSGS, stage="patch", parse=lambda t: apply_edit(src, t, "whole"))
+    assert r.error_kind == "no_op" and edit_status(r) == "no_op"
+    server.respond = lambda body: "```python\nx = (\n```"
+    r = llm.complete(MSGS + [{"role": "user", "content": "2"}], stage="patch", parse=lambda t: apply_edit(src, t, "whole"))
+    assert r.error_kind == "syntax_error" and edit_status(r) == "syntax_error"
+
+    def dishonest(t):
+        raise EditError("dishonest", "the fix removes the evaluation")
+
+    r = llm.complete(MSGS + [{"role": "user", "content": "3"}], stage="patch", parse=dishonest)
+    assert edit_status(r) == "dishonest"
+    r = llm.complete(MSGS + [{"role": "user", "content": "4"}], stage="patch", schema=NoveltyJudgement)
+    assert r.error_kind == "invalid_answer" and edit_status(r) == "llm_failed"
+
+
+# -- usage per stage -----------------------------------------------------------------------
+
+def test_track_collects_the_calls_of_its_block(server, make_llm):
+    server.respond = lambda body: body["messages"][-1]["content"]
+    llm = make_llm(max_concurrency=4)
+    llm.complete([{"role": "user", "content": "before"}], stage="a")
+    with llm.track("outer") as outer:
+        llm.complete([{"role": "user", "content": "o1"}], stage="a")
+        with llm.track("inner") as inner:
+            # calls made on llm.map's worker threads count in the open blocks too
+            llm.map(lambda i: llm.complete([{"role": "user", "content": f"i{i}"}], stage="b"), range(3))
+        llm.complete([{"role": "user", "content": "o2"}], stage="a", item="t/r1/x")
+    llm.complete([{"role": "user", "content": "after"}], stage="a")
+    assert outer.stage == "outer" and len(outer.calls) == 5 and len(inner.calls) == 3
+    assert {c.stage for c in inner.calls} == {"b"}
+    assert [c.item for c in outer.calls].count("t/r1/x") == 1
+    assert outer.totals()["prompt_tokens"] == 5 * 100
+    assert len(llm.calls()) == 7  # the resource's whole history is unchanged
+    assert not llm._tracking  # every block closed
+
+    from assets.shared.metadata import usage_metadata
+
+    meta = usage_metadata(outer, by_idea=True)
+    assert meta["llm_calls"] == 5 and meta["usage_by_idea"].value == {
+        "t/r1/x": {"llm_calls": 1, "prompt_tokens": 100, "completion_tokens": 20, "cost_usd": 0.0}}
+
+
+def test_track_closes_on_error(server, make_llm):
+    llm = make_llm()
+    with pytest.raises(RuntimeError), llm.track("s"):
+        raise RuntimeError("boom")
+    assert not llm._tracking
