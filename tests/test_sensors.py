@@ -225,3 +225,111 @@ def test_round_sensor_dedupes_within_one_tick(exp, instance):
     instance.report_runless_asset_event(feedback_event("r1"))  # materialised twice
     r = round_sensor(dg.build_sensor_context(instance=instance))
     assert [rr.partition_key for rr in r.run_requests] == [f"r2|{TOPIC}"]
+
+
+# -- two loops on one DAGSTER_HOME ---------------------------------------------------------
+
+def test_round_sensor_waits_while_a_cli_holds_the_topic(exp, instance):
+    """A `researchloop run` holds the topic's lock: the sensor starts nothing, keeps the finished
+    round in its cursor and starts the next round on the first tick after the lock is gone."""
+    from pipelines.guards import topic_lock
+
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    instance.report_runless_asset_event(feedback_event("r1"))
+    lock = topic_lock(TOPIC)
+    with lock:
+        r = round_sensor(dg.build_sensor_context(instance=instance))
+        assert r.run_requests == [] and r.skip_reason.skip_message == "no round to start"
+        assert json.loads(r.cursor)["deferred"] == [[TOPIC, "r1", ""]]
+        again = round_sensor(dg.build_sensor_context(instance=instance, cursor=r.cursor))
+        assert again.run_requests == [] and json.loads(again.cursor)["deferred"] == [[TOPIC, "r1", ""]]
+    after = round_sensor(dg.build_sensor_context(instance=instance, cursor=again.cursor))
+    assert [rr.partition_key for rr in after.run_requests] == [f"r2|{TOPIC}"]
+    assert "deferred" not in json.loads(after.cursor)
+
+
+def test_round_sensor_waits_for_a_run_in_flight(exp, instance):
+    """Another run of the topic is running (launched by the daemon): no second round beside it."""
+    from dagster._core.test_utils import create_run_for_test
+
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    instance.report_runless_asset_event(feedback_event("r1"))
+    run = create_run_for_test(instance, job_name="research_round", status=dg.DagsterRunStatus.STARTED,
+                              tags={"researchloop/topic": TOPIC})
+    r = round_sensor(dg.build_sensor_context(instance=instance))
+    assert r.run_requests == [] and json.loads(r.cursor)["deferred"]
+    instance.report_run_canceled(run)
+    r2 = round_sensor(dg.build_sensor_context(instance=instance, cursor=r.cursor))
+    assert [rr.partition_key for rr in r2.run_requests] == [f"r2|{TOPIC}"]
+
+
+def test_topic_sensor_leaves_a_locked_topic_to_its_cli(home, instance):
+    from pipelines.guards import topic_lock
+
+    with topic_lock(TOPIC):
+        r = topic_sensor(dg.build_sensor_context(instance=instance))
+    assert r.run_requests == [] and r.dynamic_partitions_requests == []
+
+
+def test_round_sensor_skips_a_corrupt_record_and_serves_the_other_topics(exp, instance):
+    """One topic's stored feedback is not Parquet: the sensor warns about that topic on this tick
+    and still starts the other topic's next round; it never raises."""
+    import shutil
+
+    shutil.copytree(exp / TOPIC, exp / "toy2")
+    y = exp / "toy2" / "topic.yaml"
+    y.write_text(y.read_text().replace(f"name: {TOPIC}", "name: toy2"))
+    st = Store()
+    bad = st.path("feedback_summary", TOPIC, "r1")
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_bytes(b"PAR1 this is not a parquet file")
+    instance.add_dynamic_partitions("topics", [TOPIC, "toy2"])
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    instance.report_runless_asset_event(feedback_event("r1", TOPIC))
+    instance.report_runless_asset_event(feedback_event("r1", "toy2"))
+    ctx = dg.build_sensor_context(instance=instance)
+    rec = Recorder()
+    ctx.log.addHandler(rec)
+    r = round_sensor(ctx)
+    assert [rr.partition_key for rr in r.run_requests] == ["r2|toy2"]
+    warned = [x.getMessage() for x in rec.records]
+    assert any(m.startswith(f"{TOPIC}: skipped (") for m in warned), warned
+
+
+def test_stale_run_of_a_dead_launcher_is_marked_failed(instance):
+    """Runs carry their launcher's pid and start time: a run whose launcher is alive is left
+    alone; one whose launcher is gone (or whose pid now names another process) is failed."""
+    import subprocess
+    import sys
+
+    from dagster._core.test_utils import create_run_for_test
+
+    from pipelines.guards import (
+        PID_START_TAG,
+        PID_TAG,
+        fail_stale_runs,
+        launcher_alive,
+        owner_tags,
+    )
+
+    mine = owner_tags()
+    assert launcher_alive(mine) is True
+    assert launcher_alive({}) is None  # launched by the daemon: not ours to judge
+    assert launcher_alive({**mine, PID_START_TAG: "1.00"}) is False  # the pid was reused
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True,
+                          text=True)
+    gone = {**mine, PID_TAG: dead.stdout.strip()}
+    assert launcher_alive(gone) is False
+
+    live = create_run_for_test(instance, job_name="research_round", status=dg.DagsterRunStatus.STARTED,
+                               tags={"researchloop/topic": TOPIC, **mine})
+    stale = create_run_for_test(instance, job_name="research_round", status=dg.DagsterRunStatus.STARTED,
+                                tags={"researchloop/topic": TOPIC, **gone})
+    daemon = create_run_for_test(instance, job_name="research_round", status=dg.DagsterRunStatus.STARTED,
+                                 tags={"researchloop/topic": TOPIC})
+    assert fail_stale_runs(instance, TOPIC, log=lambda m: None) == [stale.run_id]
+    status = {r.run_id: r.status for r in instance.get_runs()}
+    assert status[stale.run_id] == dg.DagsterRunStatus.FAILURE
+    assert status[live.run_id] == status[daemon.run_id] == dg.DagsterRunStatus.STARTED

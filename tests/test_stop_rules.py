@@ -84,3 +84,76 @@ def test_weekly_refresh_expires_old_literature_answers(home):
 
     assert schedule in defs.schedules
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING and schedule.cron_schedule == "0 3 * * 1"
+
+
+# -- one decision, two loop drivers ----------------------------------------------------------
+
+def _recorder(ctx):
+    import logging
+
+    records: list[str] = []
+
+    class Rec(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    ctx.log.addHandler(Rec(level=logging.INFO))
+    return records
+
+
+@pytest.mark.parametrize("budget, usage, reason", [
+    ("{rounds: 5, patience: 1}", {}, "no improvement in the last 1 round(s)"),
+    ("{rounds: 5, max_tokens: 500}", {"prompt_tokens": 400, "completion_tokens": 100}, "token budget spent (500 >= 500)"),
+    ("{rounds: 5, max_cost_usd: 0.5}", {"prompt_tokens": 10, "cost_usd": 0.6}, "cost budget spent ($0.6000 >= $0.5)"),
+])
+def test_cli_and_sensor_stop_for_the_same_reason(home, monkeypatch, capsys, budget, usage, reason):
+    """The same stored state (r1 done without an improvement, its usage recorded, the set-up
+    materialised) drives round_sensor and `researchloop run`: neither starts r2, both say why
+    with decide_next_round's words, and the CLI launches no run at all."""
+    from pipelines import cli
+    from pipelines.loop import decide_next_round
+
+    topic_yaml = home / "experiments" / TOPIC / "topic.yaml"
+    text = topic_yaml.read_text()
+    topic_yaml.write_text("\n".join(l for l in text.splitlines() if not l.startswith("budget")) + f"\nbudget: {budget}\n")
+    _feedback("r1", "maintenance")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # a remote model that is never asked
+    monkeypatch.setenv("RESEARCHLOOP_MODEL", "fake-model")
+    instance = dg.DagsterInstance.get()  # the persistent instance under the test's DAGSTER_HOME, as the CLI opens it
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    for asset in ("topic_brief", "baseline_results"):
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset, partition=TOPIC))
+    pk = str(dg.MultiPartitionKey({"topic": TOPIC, "round": "r1"}))
+    instance.report_runless_asset_event(dg.AssetMaterialization("ideas", partition=pk, metadata=usage))
+    instance.report_runless_asset_event(dg.AssetMaterialization("feedback_summary", partition=pk))
+
+    assert decide_next_round(instance, load_topic(topic_yaml.parent), Store(), "r1") == (None, reason)
+
+    ctx = dg.build_sensor_context(instance=instance)
+    logged = _recorder(ctx)
+    r = round_sensor(ctx)
+    assert r.run_requests == []
+    assert any(m.endswith(f"no round after r1: {reason}") for m in logged), logged
+
+    assert cli.main(["run", "--topic", TOPIC]) == 0
+    out = capsys.readouterr().out
+    assert "r1 already has feedback: not run again" in out and "set-up of toy_classification already materialised" in out
+    assert f"stopped before r2: {reason}" in out
+    assert instance.get_runs() == []  # neither a set-up nor a round run was launched
+
+
+def test_cli_round_budget_is_its_rounds_flag(home, monkeypatch, capsys):
+    """--rounds sets the CLI's round budget: with r1 stored, `--rounds 1` stops before r2 for the
+    round budget, as the sensor stops a topic whose budget is 1 round."""
+    from pipelines import cli
+
+    _feedback("r1", "improvement")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    instance = dg.DagsterInstance.get()
+    for asset in ("topic_brief", "baseline_results"):
+        instance.add_dynamic_partitions("topics", [TOPIC])
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset, partition=TOPIC))
+    assert cli.main(["run", "--topic", TOPIC, "--rounds", "1"]) == 0
+    assert "stopped before r2: round budget spent (1/1)" in capsys.readouterr().out
+    assert instance.get_runs() == []
