@@ -693,12 +693,15 @@ class Runner(dg.ConfigurableResource):
         default=True, description="RLIMIT_AS = 2 x memory_mb per process; turn off for CUDA")
 
     def run(self, command: list[str], workdir: str | Path, timeout_s: float,
-            env: dict[str, str] | None = None, memory_mb: int | None = None) -> ProcessResult:
-        """memory_mb overrides the resource's limit for this run (e.g. a topic's budget)."""
+            env: dict[str, str] | None = None, memory_mb: int | None = None,
+            hide: Sequence[Path | str] = ()) -> ProcessResult:
+        """memory_mb overrides the resource's limit for this run (e.g. a topic's budget); `hide`
+        adds dirs to the default hidden ones (e.g. a topic folder holding a scorer's labels)."""
         return run_sandboxed(list(command), Path(workdir), timeout_s=timeout_s,
                              memory_mb=memory_mb or self.memory_mb, max_procs=self.max_procs,
                              max_file_mb=self.max_file_mb, env=env, sandbox=self.sandbox,
-                             limit_address_space=self.limit_address_space)
+                             limit_address_space=self.limit_address_space,
+                             hide=[*default_hidden_paths(), *hide] if hide else None)
 
     def prepare_workspace(self, template_dir: str | Path, dest: str | Path) -> Path:
         return prepare_workspace(Path(template_dir), Path(dest))

@@ -1,6 +1,7 @@
 """TopicSpec: the declarative `experiments/<topic>/topic.yaml`."""
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Literal
@@ -17,6 +18,7 @@ from pydantic import (
 
 # Dagster multi-partition keys use "|" and partition ranges use "," "[" "]": keep names plain.
 TOPIC_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+DEFAULT_SEEDS = 3  # seeds per side when a topic's run takes {seed} and its budget names no count
 
 
 class TopicSpecError(ValueError):
@@ -28,6 +30,20 @@ class MetricSpec(BaseModel):
     name: str
     goal: Literal["maximize", "minimize"]
     tolerance: float = Field(0.0, ge=0)
+    bounds: tuple[float | None, float | None] | None = Field(
+        None, description="the range a valid value lies in, e.g. [0, 1] for accuracy or [-.inf, 1] for R2 "
+        "(null or an infinity: open on that side); a value outside fails the run")
+
+    @field_validator("bounds")
+    @classmethod
+    def _ordered_bounds(cls, v):
+        if v is None:
+            return v
+        lo = float("-inf") if v[0] is None else float(v[0])
+        hi = float("inf") if v[1] is None else float(v[1])
+        if math.isnan(lo) or math.isnan(hi) or lo > hi:
+            raise ValueError(f"must be [low, high] with low <= high, got {list(v)}")
+        return (lo, hi)
 
 
 class Budget(BaseModel):
@@ -38,8 +54,10 @@ class Budget(BaseModel):
     debug_attempts: int = Field(5, ge=0, le=20)
     run_timeout_s: float = Field(300, gt=0)
     memory_mb: int = Field(4096, ge=256)
-    seeds: int = Field(1, ge=1, le=10, description="runs per successful idea and for the baseline, seeds "
-                       "0..seeds-1 (the run command needs {seed}); verdicts then use the mean and the spread")
+    seeds: int | None = Field(None, ge=1, le=10, description="seeds 0..seeds-1 for the baseline, and for every "
+                              "idea that beats the baseline on its first seed; verdicts test the seed values "
+                              "(assets/feedback_summary/verdicts.py). Empty: 3 when the run command takes {seed}, "
+                              "else 1 (a script without a seed cannot be repeated)")
     # stop rules the round sensor applies before starting another round (empty: no limit)
     max_tokens: int | None = Field(None, ge=1, description="stop when the topic's LLM tokens reach this")
     max_cost_usd: float | None = Field(None, gt=0, description="stop when the topic's LLM cost reaches this")
@@ -94,6 +112,12 @@ class TopicSpec(BaseModel):
     run: str
     check: str | None = Field(None, description="optional quick self-check run on every patch, "
                               "e.g. 'python experiment.py --dry_run --out_dir {out_dir}'")
+    score: str | None = Field(None, description="optional scorer run by the host in a fresh sandbox after each "
+                              "successful run: it sees the run's {out_dir} as {pred_dir} (its predictions) and "
+                              "the `hidden` files, and writes {out_dir}/final_info.json (or prints the metric); "
+                              "the run's own final_info.json is then ignored")
+    hidden: list[str] = Field(default_factory=list, description="files (paths relative to the topic folder) "
+                              "that only the scorer sees, e.g. test labels: runs get a workspace without them")
     metric: MetricSpec
     budget: Budget = Budget()
     ideation: IdeationSpec = IdeationSpec()
@@ -116,9 +140,24 @@ class TopicSpec(BaseModel):
 
     @model_validator(mode="after")
     def _seeds_need_a_seed_placeholder(self) -> "TopicSpec":
+        if self.budget.seeds is None:  # the default: repeat when the script takes a seed
+            self.budget = self.budget.model_copy(update={"seeds": DEFAULT_SEEDS if "{seed}" in self.run else 1})
         if self.budget.seeds > 1 and "{seed}" not in self.run:
             raise ValueError("budget.seeds > 1 needs {seed} in run, e.g. 'python experiment.py --seed {seed} "
                              "--out_dir {out_dir}'")
+        return self
+
+    @model_validator(mode="after")
+    def _score_and_hidden(self) -> "TopicSpec":
+        if self.score is not None and "{pred_dir}" not in self.score:
+            raise ValueError("field 'score' must contain {pred_dir}, where the run's predictions are")
+        if self.hidden and self.score is None:
+            raise ValueError("field 'hidden' needs a 'score' command: only the scorer may read hidden files")
+        for h in self.hidden:
+            if Path(h).is_absolute() or ".." in Path(h).parts or not h.strip():
+                raise ValueError(f"field 'hidden': {h!r} must be a path inside the topic folder")
+            if Path(h) == Path(self.code):
+                raise ValueError(f"field 'hidden': {h!r} is the code the loop edits")
         return self
 
     @property
@@ -129,10 +168,11 @@ class TopicSpec(BaseModel):
     def code_path(self) -> Path:
         return self.path / self.code
 
-    def run_command(self, out_dir: str, which: str = "run", seed: int = 0) -> list[str]:
+    def run_command(self, out_dir: str, which: str = "run", seed: int = 0, pred_dir: str = "predictions") -> list[str]:
         import shlex
 
-        return shlex.split(getattr(self, which).replace("{out_dir}", out_dir).replace("{seed}", str(seed)))
+        return shlex.split(getattr(self, which).replace("{out_dir}", out_dir).replace("{seed}", str(seed))
+                           .replace("{pred_dir}", pred_dir))
 
 
 def _describe(err: ValidationError) -> str:
@@ -163,6 +203,9 @@ def load_topic(folder: str | Path) -> TopicSpec:
         raise TopicSpecError(f"{folder.name}: field 'name' is '{spec.name}' but the folder is '{folder.name}'")
     if not spec.code_path.is_file():
         raise TopicSpecError(f"{folder.name}: field 'code': {spec.code} not found in the folder")
+    for h in spec.hidden:
+        if not (folder / h).exists():
+            raise TopicSpecError(f"{folder.name}: field 'hidden': {h} not found in the folder")
     return spec
 
 

@@ -154,3 +154,99 @@ def test_unknown_category_raises():
         score_paper("same-task", "input_and_output_match")
     with pytest.raises(KeyError):
         score_paper("same_task", "both")
+
+
+# -- the seed test (judge_seeds / compare_seeds) ------------------------------------------
+# the reference code's seeds 0, 1, 2 on sentiment_classification, as recorded in
+# bench/null_results.json; the ideas' values in the cases below are made up around them
+
+BASE = [0.7524810433387756, 0.7577349543571472, 0.7589024901390076]
+
+
+def test_welch_matches_scipy_and_the_textbook_interval():
+    from scipy import stats
+
+    from assets.feedback_summary.verdicts import WELCH, compare_seeds
+
+    idea = [0.7665, 0.7630, 0.7700]
+    c = compare_seeds(idea, BASE, "maximize")
+    ref = stats.ttest_ind(idea, BASE, equal_var=False, alternative="greater")
+    assert c.test == WELCH and (c.n_idea, c.n_base) == (3, 3)
+    assert c.p_better == pytest.approx(ref.pvalue, rel=1e-9)
+    assert c.p_worse == pytest.approx(1 - ref.pvalue, rel=1e-9)
+    va, vb = stats.tvar(idea) / 3, stats.tvar(BASE) / 3
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2)
+    half = stats.t.ppf(0.975, df) * (va + vb) ** 0.5
+    diff = sum(idea) / 3 - sum(BASE) / 3
+    assert c.mean_diff == pytest.approx(diff) and c.ci_low == pytest.approx(diff - half)
+    assert c.ci_high == pytest.approx(diff + half)
+
+
+def test_minimize_turns_the_test_around():
+    from assets.feedback_summary.verdicts import compare_seeds
+
+    lower = compare_seeds([0.30, 0.31, 0.29], [0.40, 0.41, 0.39], "minimize")
+    assert lower.mean_diff == pytest.approx(-0.10) and lower.p_better < 0.001 and lower.p_worse > 0.999
+    assert judge_seeds_verdict([0.30, 0.31, 0.29], [0.40, 0.41, 0.39], "minimize", 0.01) == "improvement"
+    assert judge_seeds_verdict([0.40, 0.41, 0.39], [0.30, 0.31, 0.29], "minimize", 0.01) == "decline"
+
+
+def judge_seeds_verdict(idea, base, goal="maximize", tol=0.005):
+    from assets.feedback_summary.verdicts import judge_seeds
+
+    return judge_seeds(idea, base, goal, tol)[0]
+
+
+@pytest.mark.parametrize("idea,verdict,why", [
+    ([0.7665, 0.7630, 0.7700], "improvement", "p="),                     # +0.0101, tight: significant
+    ([0.7600, 0.7610, 0.7590], "maintenance", "within tolerance"),       # +0.0036 < tolerance 0.005
+    ([0.7900, 0.7500, 0.7560], "maintenance", "better, not significant"),  # +0.0076 but noisy: p > 0.05
+    ([0.7700], "maintenance", "not repeated"),                           # one seed beats it: not enough
+    ([0.7400, 0.7380, 0.7420], "decline", "worse by"),
+    ([0.7480], "maintenance", "worse, not significant"),                 # one seed, -0.0084: within the baseline's noise
+    ([0.7300], "decline", "worse by"),                                   # one seed far below the baseline's seeds
+])
+def test_rule_on_recorded_seed_values(idea, verdict, why):
+    from assets.feedback_summary.verdicts import judge_seeds
+
+    v, reason, _ = judge_seeds(idea, BASE, "maximize", 0.005)
+    assert (v, why in reason) == (verdict, True), reason
+    assert f"{len(idea)} vs 3 seeds" in reason and "95% CI" in reason
+
+
+def test_a_null_idea_that_beat_seed_zero_by_chance_is_not_an_improvement():
+    """A recorded null idea (torch seed offset, nothing else changed) whose seed 0 beat the old
+    single-seed rule's margin: the old rule called it an improvement, the seed test does not."""
+    from assets.feedback_summary.verdicts import judge_seeds
+
+    null = [0.7641564607620239, 0.7548161149024963, 0.7571511864662170]
+    assert judge(null[0], BASE[0], "maximize", 0.005)[0] == "improvement"
+    assert judge_seeds(null, BASE, "maximize", 0.005)[0] == "maintenance"
+
+
+def test_one_run_each_falls_back_to_the_tolerance_and_says_so():
+    from assets.feedback_summary.verdicts import NO_TEST, judge_seeds
+
+    v, reason, c = judge_seeds([0.80], [0.75], "maximize", 0.005)
+    assert v == "improvement" and "untested" in reason and c.test == NO_TEST
+    assert c.ci_low is None and c.p_better is None
+    assert judge_seeds([0.752], [0.75], "maximize", 0.005)[0] == "maintenance"
+
+
+def test_identical_seeds_on_both_sides_are_exact():
+    from assets.feedback_summary.verdicts import judge_seeds
+
+    v, _, c = judge_seeds([0.5, 0.5, 0.5], [0.4, 0.4, 0.4], "maximize", 0.01)
+    assert v == "improvement" and c.p_better == 0.0 and c.ci_low == c.ci_high == pytest.approx(0.1)
+    assert judge_seeds([0.4] * 3, [0.4] * 3, "maximize", 0.0)[0] == "maintenance"
+
+
+def test_one_value_against_repeated_seeds_uses_their_variance():
+    from scipy import stats
+
+    from assets.feedback_summary.verdicts import ONE_RUN, compare_seeds
+
+    c = compare_seeds([0.70], BASE, "maximize")
+    s = stats.tstd(BASE)
+    t = (0.70 - sum(BASE) / 3) / (s * (1 + 1 / 3) ** 0.5)
+    assert c.test == ONE_RUN and c.p_worse == pytest.approx(stats.t.cdf(t, 2))

@@ -1,23 +1,154 @@
-"""Improvement / maintenance / decline against the baseline (DOLPHIN 3.3)."""
+"""Improvement / maintenance / decline against the baseline (DOLPHIN 3.3), with repeated seeds
+and a stated statistical test.
+
+The rule (`compare_seeds`, `judge_seeds`): an idea is an *improvement* only when
+
+* both sides ran at least two seeds (the topic's `budget.seeds`; candidates that did not beat
+  the baseline on their first seed are not repeated and so cannot be improvements),
+* Welch's t-test, one-sided in the topic's direction, on the per-seed values gives p < ALPHA
+  (0.05), and
+* the mean difference in the topic's direction exceeds the topic's `tolerance`.
+
+A *decline* is the mirror image (the test in the other direction, and worse by more than the
+tolerance; a single idea run against repeated baseline seeds is tested with the baseline's
+variance, see `compare_seeds`); everything else is *maintenance*. With one run on each side
+(`budget.seeds: 1`) no test is possible: the verdict then falls back to the tolerance alone
+and says so. Every verdict records the seeds on each side, the mean difference, its 95 %
+(Welch) interval, the p-value and the test's name."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+ALPHA = 0.05          # one-sided level of the test
+CONFIDENCE = 0.95     # two-sided interval of the mean difference
+EPS = 1e-9            # a difference of exactly the tolerance (up to float rounding) is not beyond it
+
+WELCH = "welch_t_one_sided"
+ONE_RUN = "t_one_run_vs_seeds"   # one value against repeated seeds, with those seeds' variance
+NO_TEST = "none_one_run_each"
+
+
+@dataclass(frozen=True)
+class SeedComparison:
+    """The idea's seed values against the baseline's. `mean_diff` and the interval are idea -
+    baseline in the metric's own units; `p_better` / `p_worse` are one-sided p-values for "the
+    idea is better / worse in the topic's direction" (None when no test is possible)."""
+    n_idea: int
+    n_base: int
+    mean_idea: float
+    mean_base: float
+    mean_diff: float
+    ci_low: float | None
+    ci_high: float | None
+    p_better: float | None
+    p_worse: float | None
+    test: str
+
+
+def _finite(values) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+def _var(vals: list[float]) -> float:
+    if max(vals) == min(vals):  # exactly equal seeds (a deterministic run): no rounding noise
+        return 0.0
+    m = sum(vals) / len(vals)
+    return sum((v - m) ** 2 for v in vals) / (len(vals) - 1)
+
+
+def compare_seeds(idea: list[float], base: list[float], goal: str, confidence: float = CONFIDENCE) -> SeedComparison:
+    """Welch's t-test of the two samples (unequal variances, Welch-Satterthwaite degrees of
+    freedom) when both have >= 2 values; one value against >= 2 (either way round) uses the
+    larger sample's variance for both sides (df = its n - 1); one value each: no test."""
+    from scipy import stats  # lazy: scipy costs an import
+
+    a, b = _finite(idea), _finite(base)
+    if not a or not b:
+        raise ValueError("compare_seeds needs at least one finite value on each side")
+    na, nb = len(a), len(b)
+    ma, mb = sum(a) / na, sum(b) / nb
+    diff = round(ma - mb, 12)  # no float dust in the reasons
+    sign = 1.0 if goal == "maximize" else -1.0
+    if na >= 2 and nb >= 2:
+        va, vb = _var(a) / na, _var(b) / nb
+        se2 = va + vb
+        df = se2 ** 2 / ((va ** 2 / (na - 1) if va else 0.0) + (vb ** 2 / (nb - 1) if vb else 0.0)) if se2 else math.inf
+        test = WELCH
+    elif na >= 2 or nb >= 2:
+        s2 = _var(a if na >= 2 else b)
+        se2 = s2 * (1 / na + 1 / nb)
+        df = (max(na, nb) - 1)
+        test = ONE_RUN
+    else:
+        return SeedComparison(na, nb, ma, mb, diff, None, None, None, None, NO_TEST)
+    se = math.sqrt(se2)
+    if se == 0.0:  # every seed gave the same value on both sides: the difference is exact
+        gain = sign * diff
+        p_better = 0.0 if gain > 0 else 1.0 if gain < 0 else 0.5
+        return SeedComparison(na, nb, ma, mb, diff, diff, diff, p_better, 1.0 - p_better if gain else 0.5, test)
+    t = sign * diff / se
+    p_better, p_worse = float(stats.t.sf(t, df)), float(stats.t.cdf(t, df))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return SeedComparison(na, nb, ma, mb, diff, diff - half, diff + half, p_better, p_worse, test)
+
+
+def judge_seeds(idea: list[float], base: list[float], goal: str, tolerance: float,
+                alpha: float = ALPHA) -> tuple[str, str, SeedComparison]:
+    """(verdict, reason, comparison) by the rule in the module docstring."""
+    c = compare_seeds(idea, base, goal)
+    sign = 1.0 if goal == "maximize" else -1.0
+    gain = sign * c.mean_diff  # > 0: better in the topic's direction
+    seeds = f"{c.n_idea} vs {c.n_base} seeds"
+    if c.test == NO_TEST:  # one run each: the tolerance alone, and it says so
+        if gain > tolerance + EPS:
+            return "improvement", f"better by {abs(c.mean_diff):.4g} (> tolerance {tolerance:g}; one run each, untested)", c
+        if gain < -tolerance - EPS:
+            return "decline", f"worse by {abs(c.mean_diff):.4g} (> tolerance {tolerance:g}; one run each, untested)", c
+        return "maintenance", f"within tolerance {tolerance:g} ({c.mean_diff:+.4g}; one run each, untested)", c
+    interval = f"95% CI [{c.ci_low:+.4g}, {c.ci_high:+.4g}]"
+    if c.n_idea >= 2 and c.n_base >= 2 and c.p_better < alpha and gain - tolerance > EPS:
+        return "improvement", (f"better by {abs(c.mean_diff):.4g} > tolerance {tolerance:g}, p={c.p_better:.3g} "
+                               f"({seeds}, {interval})"), c
+    if c.p_worse < alpha and -gain - tolerance > EPS:
+        return "decline", (f"worse by {abs(c.mean_diff):.4g} > tolerance {tolerance:g}, p={c.p_worse:.3g} "
+                           f"({seeds}, {interval})"), c
+    if c.n_idea < 2 and gain > tolerance + EPS:
+        why = "better on one seed, not repeated"
+    elif abs(gain) <= tolerance + EPS:
+        why = f"within tolerance {tolerance:g}"
+    elif gain > 0:
+        why = f"better, not significant: p={c.p_better:.3g} >= {alpha:g}"
+    else:
+        why = f"worse, not significant: p={c.p_worse:.3g} >= {alpha:g}"
+    return "maintenance", f"{c.mean_diff:+.4g}: {why} ({seeds}, {interval})", c
 
 
 def judge(value: float | None, baseline: float, goal: str, tolerance: float, spread: float = 0.0) -> tuple[str, str]:
-    """(verdict, reason). A change within the margin of the baseline is maintenance; the margin is
-    the tolerance, or the seed spread when repeated seeds vary more than that."""
+    """One value against one baseline value: the tolerance (or a larger seed spread) alone, no
+    test. Kept for single-run callers; verdicts on repeated seeds use `judge_seeds`."""
     if value is None or not isinstance(value, (int, float)) or math.isnan(value):
         return "failed", "no valid metric"
     delta = value - baseline if goal == "maximize" else baseline - value
     margin, what = (spread, f"seed spread {spread:.4g}") if spread > tolerance else (tolerance, f"tolerance {tolerance:g}")
-    eps = 1e-9  # a change of exactly the margin (up to float rounding) is maintenance
-    if delta > margin + eps:
+    if delta > margin + EPS:
         return "improvement", f"better than baseline by {abs(value - baseline):.4g} (> {what})"
-    if delta < -margin - eps:
+    if delta < -margin - EPS:
         return "decline", f"worse than baseline by {abs(value - baseline):.4g} (> {what})"
     return "maintenance", f"within {what} of the baseline ({value - baseline:+.4g})"
+
+
+def beats(value: float | None, reference: float | None, goal: str) -> bool:
+    """Whether one value is better than the reference in the topic's direction (the gate for
+    repeating a candidate's seeds)."""
+    if value is None or reference is None:
+        return False
+    return value > reference if goal == "maximize" else value < reference
+
+
+def in_bounds(value: float, bounds: tuple[float, float] | None) -> bool:
+    return bounds is None or bounds[0] <= value <= bounds[1]
 
 
 def seed_summary(values: list[float]) -> tuple[float | None, float]:

@@ -14,12 +14,19 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from assets.feedback_summary.verdicts import parse_metrics, seed_summary
+from assets.feedback_summary.verdicts import (
+    beats,
+    in_bounds,
+    parse_metrics,
+    seed_summary,
+)
 from assets.patched_code.edit_formats import (
     WHOLE_FILE_RETRIES,
     EditError,
@@ -46,6 +53,7 @@ from schemas.records import Attempt, RunResult
 from schemas.topic import TopicSpec
 
 OUT_DIR = "out"
+PRED_DIR = "predictions"  # where a scorer's workspace holds the run's OUT_DIR
 
 
 MODES = prompts.MODES
@@ -69,13 +77,19 @@ class RunTarget:
     metric: str | None = None
     label: str = ""  # what identifies the command in the memo hash
     ignore: tuple[str, ...] = ()  # file patterns not copied into the workspace (() = the runner's default)
+    bounds: tuple[float, float] | None = None  # the metric's valid range: a value outside fails the attempt
+    score: tuple[str, ...] = ()  # the scorer (fresh sandbox, after a run that exits 0); it writes the metric
+    hidden: tuple[str, ...] = ()  # files of `folder` the run's workspace lacks (only the scorer sees them)
 
     @classmethod
-    def of_topic(cls, spec: TopicSpec, which: str = "run") -> "RunTarget":
-        """The topic's `run` command, or its quick `check` (dry run) with which="check"."""
-        return cls(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, which)),
+    def of_topic(cls, spec: TopicSpec, which: str = "run", seed: int = 0) -> "RunTarget":
+        """The topic's `run` command (with `seed`), or its quick `check` (dry run) with which="check"."""
+        label = getattr(spec, which) + (f" seed={seed}" if seed else "")
+        return cls(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, which, seed=seed)),
                    timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb, metric=spec.metric.name,
-                   label=getattr(spec, which))
+                   label=label, bounds=spec.metric.bounds,
+                   score=tuple(spec.run_command(OUT_DIR, "score", pred_dir=PRED_DIR)) if spec.score else (),
+                   hidden=tuple(spec.hidden))
 
 
 def as_target(spec: TopicSpec | RunTarget) -> RunTarget:
@@ -95,7 +109,126 @@ def _tail_file(path: str, limit: int = 20000) -> str:
 
 def code_hash(code: str, spec: TopicSpec | RunTarget) -> str:
     t = as_target(spec)
-    return hashlib.sha256(f"{t.label or ' '.join(t.command)}\n{t.timeout_s}\n{code}".encode()).hexdigest()[:16]
+    scored = f"score={' '.join(t.score)} hidden={','.join(t.hidden)}\n" if t.score else ""
+    return hashlib.sha256(f"{t.label or ' '.join(t.command)}\n{t.timeout_s}\n{scored}{code}".encode()).hexdigest()[:16]
+
+
+def file_hashes(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """sha256 of every file under `root` by relative path (a symlink by its target), leaving out
+    the paths in `skip` and everything under a skipped folder."""
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = Path(dirpath).relative_to(root)
+        dirnames[:] = [d for d in dirnames if (rel_dir / d).as_posix() not in skip]
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            rel = (rel_dir / name).as_posix()
+            if rel in skip:
+                continue
+            p = Path(dirpath) / name
+            try:
+                if p.is_symlink():
+                    out[rel] = "link:" + os.readlink(p)
+                    continue
+                h = hashlib.sha256()
+                with open(p, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+                out[rel] = h.hexdigest()
+            except OSError as e:
+                out[rel] = f"unreadable: {e.strerror}"
+    return out
+
+
+def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Files of `before` that are gone or different in `after` (new files are allowed)."""
+    return sorted(k for k, v in before.items() if after.get(k) != v)
+
+
+def remove_hidden(ws: Path, hidden: tuple[str, ...]) -> None:
+    """Delete the topic's hidden files (and folders) from a freshly copied workspace."""
+    for h in hidden:
+        p = ws / h
+        if p.is_symlink() or p.is_file():
+            p.unlink()
+        elif p.is_dir():
+            shutil.rmtree(p)
+
+
+_METRIC_LINE = r"(?i)(?:^|[^A-Za-z0-9_]){name}\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+
+
+def metrics_from_output(stdout: str, metric: str) -> dict:
+    """What a scorer that writes no final_info.json printed: the last line that is a JSON object,
+    else the last `<metric>: value` (or `=`) on a line, else a last line that is a bare number
+    (an evaluation script from another benchmark, used as it is)."""
+    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if ln.startswith("{") and ln.endswith("}"):
+            try:
+                info = json.loads(ln)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(info, dict):
+                return info
+    found = re.findall(_METRIC_LINE.format(name=re.escape(metric)), stdout)
+    if found:
+        return {metric: float(found[-1])}
+    if lines:
+        try:
+            return {metric: float(lines[-1])}
+        except ValueError:
+            pass
+    return {}
+
+
+def _copy_predictions(src: Path, dest: Path) -> None:
+    """The run's OUT_DIR into the scorer's workspace: plain files and folders only (no symlinks,
+    which would point into the host), without the run's own final_info.json."""
+    def skip(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if os.path.islink(os.path.join(folder, n))
+                or (Path(folder) == src and n == "final_info.json")]
+
+    if src.is_dir() and not src.is_symlink():
+        shutil.copytree(src, dest, symlinks=True, ignore=skip)
+    else:
+        dest.mkdir(parents=True)
+
+
+def run_scorer(t: RunTarget, ws: Path, runner, env: dict[str, str] | None = None) -> tuple[dict[str, float], str | None]:
+    """Score a finished run in a fresh sandbox: a pristine copy of the topic folder (the scorer
+    script and the hidden files) plus the run's OUT_DIR as PRED_DIR; the scorer writes
+    OUT_DIR/final_info.json (or prints the metric). Returns (metrics, error). The verdict is the
+    scorer's: the run's final_info.json is moved aside to final_info.by_experiment.json."""
+    sws = ws.parent / f"{ws.name}-score"
+    prepare_workspace(t.folder, sws, **({"ignore": t.ignore} if t.ignore else {}))
+    pred = sws / PRED_DIR
+    if pred.exists() or pred.is_symlink():
+        shutil.rmtree(pred) if pred.is_dir() and not pred.is_symlink() else pred.unlink()
+    _copy_predictions(ws / OUT_DIR, pred)
+    res = runner.run(list(t.score), sws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}))
+    claimed = ws / OUT_DIR / "final_info.json"
+    if claimed.is_file() and not claimed.is_symlink():
+        claimed.replace(claimed.with_name("final_info.by_experiment.json"))
+    if res.timed_out or res.exit_code != 0:
+        stderr = _tail_file(res.stderr_path) or res.stderr_tail
+        why = "timed out" if res.timed_out else (error_line(stderr) or f"exit code {res.exit_code}")
+        remove_hidden(sws, t.hidden)
+        return {}, f"the scorer failed: {why}"
+    f = sws / OUT_DIR / "final_info.json"
+    if f.is_file():
+        try:
+            info = json.loads(f.read_text())
+        except json.JSONDecodeError as e:
+            remove_hidden(sws, t.hidden)
+            return {}, f"the scorer's final_info.json is not valid JSON: {e}"
+    else:
+        info = metrics_from_output(_tail_file(res.stdout_path) or res.stdout_tail, t.metric or "")
+    remove_hidden(sws, t.hidden)  # the labels stay in the topic folder only
+    metrics, error = parse_metrics(info, t.metric) if t.metric else ({}, None)
+    if error is None:
+        (ws / OUT_DIR).mkdir(exist_ok=True)
+        (ws / OUT_DIR / "final_info.json").write_text(json.dumps(metrics, indent=2))
+    return metrics, error and f"the scorer: {error}"
 
 
 def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, attempt: int,
@@ -107,9 +240,14 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     if ws.exists():
         shutil.rmtree(ws)
     prepare_workspace(t.folder, ws, **({"ignore": t.ignore} if t.ignore else {}))
+    remove_hidden(ws, t.hidden)
     (ws / t.code_file).write_text(code)
+    before = file_hashes(ws, skip=(t.code_file, OUT_DIR))  # only the code may differ from the topic's files
     cmd = list(t.command)
-    res = runner.run(cmd, ws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}))
+    extra = {"env": env} if env else {}
+    if t.hidden:  # the topic folder itself holds the hidden files: out of the run's sight
+        extra["hide"] = [t.folder]
+    res = runner.run(cmd, ws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **extra)
     stderr = _tail_file(res.stderr_path) or res.stderr_tail
     metrics: dict[str, float] = {}
     error = None
@@ -119,6 +257,11 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
         error = error_line(stderr) or f"exit code {res.exit_code}"
         if res.killed_reason:
             error = f"{error} ({res.killed_reason})"
+    elif changed := changed_files(before, file_hashes(ws, skip=(t.code_file, OUT_DIR))):
+        error = (f"the run changed or deleted {', '.join(changed[:5])}: only {t.code_file} may differ "
+                 "from the topic's files")
+    elif t.score:
+        metrics, error = run_scorer(t, ws, runner, env)
     elif t.metric is not None:
         f = ws / OUT_DIR / "final_info.json"
         if not f.exists():
@@ -128,6 +271,8 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
                 metrics, error = parse_metrics(json.loads(f.read_text()), t.metric)
             except json.JSONDecodeError as e:
                 error = f"final_info.json is not valid JSON: {e}"
+    if error is None and t.metric is not None and t.bounds is not None and not in_bounds(metrics[t.metric], t.bounds):
+        error = f"{t.metric} = {metrics[t.metric]:g} is outside its bounds [{t.bounds[0]:g}, {t.bounds[1]:g}]"
     frames = own_frames(stderr, ws) if error else []
     return Attempt(attempt=attempt, command=cmd, exit_code=res.exit_code, timed_out=res.timed_out,
                    duration_s=round(res.duration_s, 2), stdout_tail=res.stdout_tail[-2000:],
@@ -298,18 +443,30 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
 
 
 def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env: dict[str, str] | None = None,
-                 log: Callable[[str], None] = print) -> RunResult:
-    """With budget.seeds > 1: run a successful result's final code again with seeds 1..n-1 (the
-    run itself was seed 0); the metric becomes the mean, with the spread (sample standard
-    deviation) beside it. A seed that fails fails the result: the change is not robust."""
-    n = spec.budget.seeds
-    if n <= 1 or result.status != "success" or result.seed_values:
+                 log: Callable[[str], None] = print, reference: float | None = None, gate: bool = True) -> RunResult:
+    """With budget.seeds = n > 1: run a successful result's final code again with seeds 1..n-1
+    (the run itself was seed 0); the metric becomes the mean, with the per-seed values and their
+    spread (sample standard deviation) beside it. A seed that fails fails the result: the change
+    is not robust. With `gate` (ideas) only a result whose seed 0 beats the `reference` (default:
+    the mean of the baseline's seeds, memoised, see `baseline_values`) is repeated; the others
+    keep their one seed, which the verdict's test cannot call an improvement."""
+    n = spec.budget.seeds or 1
+    if result.status != "success" or result.seed_values:
         return result
+    if n <= 1:
+        return result.model_copy(update={"seed_values": [result.metric_value]})
+    if gate:
+        ref = reference
+        if ref is None:
+            base = baseline_values(spec, runner, env=env, log=log)
+            ref = seed_summary(base)[0] if base else None
+        if not beats(result.metric_value, ref, spec.metric.goal):
+            log(f"{result.idea_id}: seed 0 gave {result.metric_value:.4g}, not better than the baseline's "
+                f"{'?' if ref is None else f'{ref:.4g}'}: not repeated")
+            return result.model_copy(update={"seed_values": [result.metric_value]})
     values = [result.metric_value]
     for seed in range(1, n):
-        target = RunTarget(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, seed=seed)),
-                           timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb,
-                           metric=spec.metric.name, label=f"{spec.run} seed={seed}")
+        target = RunTarget.of_topic(spec, seed=seed)
         r = run_with_repair(target, result.final_code, runner=runner, llm=None, workdir=workdir / f"seed-{seed}",
                             idea_id=f"{result.idea_id} seed {seed}", title="", max_repairs=0, edit_format="whole",
                             log=log, env=env)
@@ -323,6 +480,16 @@ def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env:
         "metrics": {**result.metrics, f"{m}_seed0": values[0], m: mean, f"{m}_spread": spread}})
 
 
+def baseline_values(spec: TopicSpec, runner, env: dict[str, str] | None = None,
+                    log: Callable[[str], None] = print) -> list[float]:
+    """The baseline's per-seed metric values: the memoised runs of `run_reference` (run now if the
+    baseline has not run with these seeds yet); [] when the baseline fails."""
+    r = run_reference(spec, runner, None, log=log, env=env)
+    if r.status != "success":
+        return []
+    return r.seed_values or [r.metric_value]
+
+
 def run_reference(spec: TopicSpec, runner, tracker, log: Callable[[str], None] = print,
                   env: dict[str, str] | None = None) -> RunResult:
     """The baseline: the unmodified reference code, no repairs."""
@@ -330,7 +497,7 @@ def run_reference(spec: TopicSpec, runner, tracker, log: Callable[[str], None] =
     workdir = under_home("workspaces", spec.name, "baseline")
     result = run_with_repair(spec, code, runner=runner, llm=None, workdir=workdir, idea_id=f"{spec.name}/baseline",
                              title="baseline", max_repairs=0, edit_format="whole", log=log, env=env)
-    result = repeat_seeds(spec, result, runner, workdir, env=env, log=log)
+    result = repeat_seeds(spec, result, runner, workdir, env=env, log=log, gate=False)
     if result.mlflow_run_id is None and tracker is not None:
         a = result.attempts[-1]
         result.mlflow_run_id = tracker.log_run(
