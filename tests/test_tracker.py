@@ -1,0 +1,121 @@
+"""The tracker against a really locked MLflow database: a lock held for a moment is waited out
+(the run is recorded), a lock that never goes away is logged and skipped (no exception reaches
+the idea's step), and only lock/busy errors are retried."""
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from resources.tracker import (
+    Tracker,
+    TrackingUnavailable,
+    _RetryingClient,
+    is_transient,
+)
+
+
+@pytest.fixture(scope="module")
+def template_db(tmp_path_factory):
+    """An initialised MLflow store, made once (creating the schema takes a while)."""
+    path = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    Tracker(tracking_uri=f"sqlite:///{path}", artifact_root=str(path.parent / "art")).experiment_id("toy")
+    return path
+
+
+@pytest.fixture
+def db(template_db, tmp_path, monkeypatch):
+    """A real MLflow SQLite store, already initialised, whose sessions wait 0.2 s for a lock
+    instead of MLflow's 20 s (PRAGMA busy_timeout), so a held lock fails a call within seconds."""
+    from mlflow.store.db import utils
+
+    text = utils.sql.text
+    monkeypatch.setattr(utils.sql, "text", lambda q, *a, **k: text(q.replace("busy_timeout = 20000",
+                                                                          "busy_timeout = 200"), *a, **k))
+    path = tmp_path / "mlflow.db"
+    shutil.copy(template_db, path)
+    return path, f"sqlite:///{path}"
+
+
+def _hold_lock(path, seconds: float, started: threading.Event):
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")          # nobody else can read or write
+    started.set()
+    time.sleep(seconds)
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def _tracker(uri, tmp_path, attempts):
+    return Tracker(tracking_uri=uri, artifact_root=str(tmp_path / "art"), retry_attempts=attempts,
+                   retry_first_wait_s=0.2, retry_max_wait_s=1.0)
+
+
+def test_a_briefly_locked_database_is_waited_out(db, tmp_path):
+    path, uri = db
+    tracker = _tracker(uri, tmp_path, attempts=8)
+    tracker.experiment_id("toy")                     # the store is open before the lock is taken
+    started = threading.Event()
+    holder = threading.Thread(target=_hold_lock, args=(path, 1.5, started))
+    holder.start()
+    started.wait(5)
+    t0 = time.monotonic()
+    calls = []
+    real = tracker._client._retrying.before_sleep
+    tracker._client._retrying.before_sleep = lambda rs: (calls.append(rs.attempt_number), real(rs))
+    run_id = tracker.log_run("toy", "idea-1", {"researchloop.idea": "i1"},
+                                                         {"p": 1}, {"accuracy": 0.9}, {})
+    holder.join()
+    assert time.monotonic() - t0 >= 1.0            # it did wait for the lock ...
+    assert run_id is not None and calls              # ... retried on "database is locked" ...
+    # ... and the run is recorded
+    run = Tracker(tracking_uri=uri).client().get_run(run_id)
+    assert run.data.metrics["accuracy"] == 0.9 and run.info.status == "FINISHED"
+
+
+def test_a_database_that_stays_locked_is_logged_and_skipped(db, tmp_path, caplog):
+    path, uri = db
+    tracker = _tracker(uri, tmp_path, attempts=2)
+    tracker.experiment_id("toy")
+    started = threading.Event()
+    holder = threading.Thread(target=_hold_lock, args=(path, 4.0, started))
+    holder.start()
+    started.wait(5)
+    try:
+        with caplog.at_level(logging.WARNING, logger="researchloop.tracker"):
+            assert tracker.log_run("toy", "idea-2", {"researchloop.idea": "i2"}, {}, {"accuracy": 0.5}, {}) is None
+            assert tracker.round_run("toy", "r1") is None
+            tracker.close_round("some-run", {"best": 1.0})      # no exception either
+        assert "not recorded, the work goes on" in caplog.text and "locked" in caplog.text
+    finally:
+        holder.join()
+
+
+def test_only_lock_errors_are_retried():
+    calls = []
+
+    class Flaky:
+        def locked_twice(self):
+            calls.append("l")
+            if len(calls) < 3:
+                raise RuntimeError("(sqlite3.OperationalError) database is locked")
+            return "ok"
+
+        def broken(self):
+            calls.append("b")
+            raise ValueError("no such experiment")
+
+    c = _RetryingClient(Flaky(), attempts=4, max_wait_s=0.01, first_wait_s=0.001)
+    assert c.locked_twice() == "ok" and calls == ["l", "l", "l"]
+    calls.clear()
+    with pytest.raises(ValueError, match="no such experiment"):
+        c.broken()
+    assert calls == ["b"]                            # a real error is not retried, nor swallowed
+    assert is_transient(TrackingUnavailable("x").with_traceback(None)) is False
+    wrapped = RuntimeError("MLflow call failed")
+    wrapped.__cause__ = RuntimeError("database is locked")
+    assert is_transient(wrapped)
