@@ -165,7 +165,7 @@ def cmd_debug(args) -> int:
 
     try:
         with err.status(f"debugging {script.name}"):
-            result = run_with_repair(target, original, runner=Runner(sandbox=not unsandboxed), llm=llm, workdir=workdir,
+            result = run_with_repair(target, original, runner=Runner(), llm=llm, workdir=workdir,
                                      idea_id=script.name, title="", max_repairs=args.max_attempts, edit_format=fmt,
                                      mode=args.mode, repair_format=fmt, memo=False, log=log)
     finally:

@@ -38,7 +38,7 @@ def build_resources(resolved: bool = False) -> dict:
         "embedder": Embedder(model=_env("RESEARCHLOOP_EMBEDDER")),
         "literature": Literature(source=_env("RESEARCHLOOP_LITERATURE", "corpus"), corpus=_env("RESEARCHLOOP_CORPUS"),
                                  categories=_env("RESEARCHLOOP_CATEGORIES")),
-        "runner": Runner(sandbox=os.environ.get("RESEARCHLOOP_UNSANDBOXED", "") != "1"),
+        "runner": Runner(),  # sandboxed unless RESEARCHLOOP_UNSANDBOXED=1, read at each run (not config)
         "tracker": Tracker(tracking_uri=_env("MLFLOW_TRACKING_URI")),
         "store": store, "io_manager": RecordIOManager(store=store),
         STEP_IO: dg.FilesystemIOManager(),  # per-idea step outputs, under the instance's storage

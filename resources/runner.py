@@ -66,7 +66,10 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import dagster as dg
+import psutil
 import pydantic
+
+from resources.safe_io import read_tail, safe_read  # noqa: F401  (the one tail reader; re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +81,16 @@ _EPHEMERAL_UID_SPAN = 500_000_000
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 _HIDDEN_TMPFS_BYTES = 1 << 20
 _counter = itertools.count()
+DEFAULT_DISK_MB = 4096
+DEFAULT_DISK_FILES = 100_000
+DISK_POLL_S = 0.5
+KEEP_ATTEMPTS = 3  # attempt folders kept per idea (older ones are pruned, see prune_attempts)
+UNSANDBOXED_ENV = "RESEARCHLOOP_UNSANDBOXED"
 
 INSTALL_HINT = (
     "bubblewrap (bwrap) is needed to run generated code in a sandbox: install it "
-    "(`apt-get install bubblewrap`, or `make setup`), or set the runner's `sandbox: false` "
-    "explicitly to run generated code as a plain, unisolated subprocess."
+    "(`apt-get install bubblewrap`, or `make setup`), or set RESEARCHLOOP_UNSANDBOXED=1 in the "
+    "environment to run generated code as a plain, unisolated subprocess (sandbox: false)."
 )
 
 # Runs inside the sandbox (trusted code, the runner's own interpreter, -I -S: no site, no
@@ -116,6 +124,36 @@ if uid >= 0:
         sys.exit("runner shim: could not drop privileges")
 if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
     sys.exit("runner shim: could not set no_new_privs")
+# seccomp: no new user namespace (unshare/clone with CLONE_NEWUSER; clone3, whose flags a filter
+# cannot read, answers ENOSYS so libc falls back to clone), and none of the syscalls behind
+# most container escapes (setns, bpf, userfaultfd, perf_event_open, keyrings, io_uring, modules,
+# kexec, open_by_handle_at). Other architectures are killed; unknown machines get no filter.
+NRS = {"x86_64": (0xC000003E, 272, 56, dict(setns=308, bpf=321, userfaultfd=323, perf_event_open=298,
+       keyctl=250, add_key=248, request_key=249, io_uring_setup=425, init_module=175, finit_module=313,
+       kexec_load=246, kexec_file_load=320, open_by_handle_at=304)),
+       "aarch64": (0xC00000B7, 97, 220, dict(setns=268, bpf=280, userfaultfd=282, perf_event_open=241,
+       keyctl=219, add_key=217, request_key=218, io_uring_setup=425, init_module=105, finit_module=273,
+       kexec_load=104, kexec_file_load=294, open_by_handle_at=265))}.get(os.uname().machine)
+if NRS:
+    arch, unshare, clone, blocked = NRS
+    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+    ALLOW, KILL, EPERM, ENOSYS = 0x7FFF0000, 0x80000000, 0x50000 | 1, 0x50000 | 38
+    prog = [(LD, 0, 0, 4), (JEQ, 1, 0, arch), (RET, 0, 0, KILL), (LD, 0, 0, 0),
+            (JGE, 0, 1, 0x40000000), (RET, 0, 0, KILL),  # the x32 ABI
+            (JEQ, 0, 1, 435), (RET, 0, 0, ENOSYS)]
+    for nr in blocked.values():
+        prog += [(JEQ, 0, 1, nr), (RET, 0, 0, EPERM)]
+    for nr in (unshare, clone):
+        prog += [(JEQ, 0, 4, nr), (LD, 0, 0, 16), (JSET, 0, 1, 0x10000000), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
+    prog.append((RET, 0, 0, ALLOW))
+    class F(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+    class P(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(F))]
+    arr = (F * len(prog))(*[F(*i) for i in prog])
+    fprog = P(len(prog), arr)
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        sys.exit("runner shim: could not install the seccomp filter")
 try:
     os.execvp(cmd[0], cmd)
 except FileNotFoundError:
@@ -196,6 +234,25 @@ def prepare_workspace(template_dir: Path, dest: Path,
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(template_dir, dest, symlinks=True, ignore=shutil.ignore_patterns(*ignore))
     return dest
+
+
+def prune_attempts(workdir: Path, keep: int = KEEP_ATTEMPTS) -> list[Path]:
+    """Remove all but the newest `keep` attempt-N folders of workdir (and their logs): a long
+    repair loop, or many resumed rounds, otherwise keep every copy and every output forever."""
+    workdir = Path(workdir)
+    numbered = []
+    for p in workdir.glob("attempt-*"):
+        tail = p.name[len("attempt-"):]
+        if tail.isdigit() and p.is_dir() and not p.is_symlink():
+            numbered.append((int(tail), p))
+    numbered.sort()
+    removed = []
+    for n, p in numbered[:max(0, len(numbered) - keep)]:
+        shutil.rmtree(p, ignore_errors=True)
+        for log_file in (workdir / "logs").glob(f"attempt-{n}-*"):
+            log_file.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
 
 
 # --------------------------------------------------------------------------- environment
@@ -309,30 +366,104 @@ def gpu_device_nodes(visible: str) -> list[str]:
     return [f"/dev/{n}" for n in names if os.path.exists(f"/dev/{n}")]
 
 
+# top-level names of a merged-/usr system: a symlink into /usr is recreated, a real dir bound
+_TOP_LEVEL = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# what a Python (and torch/matplotlib) process reads from /etc; nothing else of /etc is shown
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+        "nsswitch.conf", "hosts", "host.conf", "gai.conf", "protocols", "services", "mime.types",
+        "os-release", "ssl", "ca-certificates", "alternatives", "fonts", "matplotlibrc")
+_RUN_TMPFS_BYTES = 1 << 20
+SANDBOX_RO_ENV = "RESEARCHLOOP_SANDBOX_RO"  # extra read-only dirs (os.pathsep-separated), e.g. data
+
+
+def system_ro_paths() -> list[Path]:
+    """The host dirs every sandbox sees read-only: /usr (binaries, libraries, Debian's data sets
+    such as /usr/share/datasets) and /sys (CPU/GPU topology for torch), plus the dirs named in
+    $RESEARCHLOOP_SANDBOX_RO."""
+    extra = [Path(p) for p in os.environ.get(SANDBOX_RO_ENV, "").split(os.pathsep) if p.strip()]
+    return [Path("/usr"), Path("/sys"), *extra]
+
+
+def _bind_set(paths: Iterable[Path | str]) -> list[Path]:
+    """Existing dirs/files, resolved, outside the sandbox's own /tmp, /dev, /proc, without one
+    nested in another (the outer bind brings it)."""
+    out: list[Path] = []
+    for raw in paths:
+        try:
+            p = Path(raw).resolve()
+        except (OSError, RuntimeError):
+            continue
+        if p == Path("/") or not p.exists() or any(_under(p, Path(s)) for s in ("/tmp", "/dev", "/proc")):
+            continue
+        out.append(p)
+    out = sorted(set(out), key=lambda p: len(p.parts))
+    return [p for i, p in enumerate(out) if not any(_under(p, q) for q in out[:i])]
+
+
 def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expose: Sequence[Path],
-               tmp_bytes: int, root_mode: bool, bwrap: str = "bwrap") -> list[str]:
-    """The bwrap part of the command line (everything up to the sandboxed program)."""
+               tmp_bytes: int, root_mode: bool, bwrap: str = "bwrap",
+               ro_paths: Sequence[Path | str] = ()) -> list[str]:
+    """The bwrap part of the command line (everything up to the sandboxed program).
+
+    The sandbox's root is an empty tmpfs (made read-only at the end) holding only: /usr and /sys
+    read-only, the merged-/usr links (/bin, /lib, ...), a few files of /etc, the interpreter's
+    dirs (`expose`) and `ro_paths` read-only, the workspace read-write, a fresh /dev and /proc,
+    and private tmpfs on /tmp, /dev/shm and /run (/var/run links to it). Nothing else of the
+    host is there, so no host UNIX socket (the session bus, a container runtime's or an agent's
+    socket under /run, /var, $HOME ...) can be reached: the network namespace covers only
+    abstract sockets, not socket files. `hide` dirs inside what is shown become empty tmpfs."""
     workdir = Path(workdir)
+    binds = _bind_set([*system_ro_paths(), *expose, *ro_paths])
     hide = _normalise_dirs(hide)
-    # /tmp and /dev are fresh in the sandbox already: only what the workspace bind brings back
-    hide = [h for h in hide
-            if _under(h, workdir) or not (_under(h, Path("/tmp")) or _under(h, Path("/dev")))]
+    # only dirs the sandbox would see need hiding: under a bind or the workspace (not /tmp, /dev)
+    hide = [h for h in hide if _under(h, workdir) or (any(_under(h, b) for b in binds)
+                                                      and not (_under(h, Path("/tmp")) or _under(h, Path("/dev"))))]
     # drop dirs nested in another hidden dir (its tmpfs already hides them), unless the
     # workspace bind sits between the two and brings them back
     hide = [p for p in hide if not any(
         q != p and _under(p, q) and not (_under(p, workdir) and _under(workdir, q))
         for q in hide)]
     tmpfs_roots = [Path("/tmp"), Path("/dev/shm"), *hide]
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-            "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm"]
+    made: set[Path] = set()
+
+    def parents(path: Path) -> list[str]:
+        """--dir 0755 for the ancestors of path on the sandbox's root tmpfs (bwrap would make
+        them 0700, which the ephemeral uid cannot traverse)."""
+        out: list[str] = []
+        for anc in reversed(Path(path).parents):
+            if anc == Path("/") or anc in made or any(_under(anc, r) for r in [*binds, *tmpfs_roots]):
+                continue
+            made.add(anc)
+            out += ["--perms", "0755", "--dir", str(anc)]
+        return out
+
+    args = [bwrap]
+    for b in binds:
+        args += parents(b) + ["--ro-bind", str(b), str(b)]
+    args += parents(Path("/etc/x")) + parents(Path("/var/x"))
+    for top in _TOP_LEVEL:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top) and Path(top) not in binds:
+            args += ["--ro-bind", top, top]
+    for name in _ETC:
+        p = Path("/etc") / name
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.exists():
+            args += ["--ro-bind", str(p), str(p)]
+    args += ["--dev", "/dev", "--proc", "/proc",
+             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/dev/shm",
+             "--perms", "0755", "--size", str(_RUN_TMPFS_BYTES), "--tmpfs", "/run",
+             "--symlink", "../run", "/var/run"]
     for node in gpu_device_nodes(env.get("CUDA_VISIBLE_DEVICES", "")):
         args += ["--dev-bind", node, node]
     before = [h for h in hide if _under(workdir, h)]   # hidden dirs that contain the workspace
     after = [h for h in hide if h not in before]        # the rest (incl. ones inside it)
     for h in before:
         args += ["--perms", "0755", "--size", str(_HIDDEN_TMPFS_BYTES), "--tmpfs", str(h)]
-    args += _mkdirs(workdir, tmpfs_roots)
+    args += parents(workdir) + _mkdirs(workdir, tmpfs_roots)
     args += ["--bind", str(workdir), str(workdir)]
     for h in after:
         args += _mkdirs(h, tmpfs_roots)
@@ -346,8 +477,9 @@ def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expo
         if any(_under(p, e) for e in exposed):
             continue
         exposed.append(p)
-        args += _mkdirs(p, tmpfs_roots)
+        args += parents(p) + _mkdirs(p, tmpfs_roots)
         args += ["--ro-bind", str(p), str(p)]
+    args += ["--remount-ro", "/"]  # the root tmpfs: no files can be made beside the binds
     args += _ns_args(root_mode)
     args += ["--hostname", "sandbox", "--die-with-parent", "--new-session",
              "--chdir", str(workdir), "--clearenv"]
@@ -358,51 +490,67 @@ def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expo
 
 # --------------------------------------------------------------------------- process tree
 
-def _proc_table() -> dict[int, tuple[int, str]]:
-    """pid -> (ppid, state) for every process on the host."""
-    table: dict[int, tuple[int, str]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+def _tree(root: int) -> list[psutil.Process]:
+    """root and all its descendants (psutil walks /proc once)."""
+    try:
+        p = psutil.Process(root)
+        return [p, *p.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _descendants(root: int) -> list[int]:
+    return [p.pid for p in _tree(root)[1:]]
+
+
+_ROLLUP = (b"Pss_Anon:", b"Pss_Shmem:")
+_STATUS = (b"RssAnon:", b"RssShmem:")
+
+
+def _process_memory(pid: int) -> int:
+    """One process's anonymous memory, shared anonymous memory included (MAP_SHARED mappings,
+    mapped memfds, SysV segments and tmpfs files): the proportional set size of its anonymous
+    and shmem pages, so a page shared by n processes counts 1/n in each and once in a tree.
+    Kernels without Pss_Anon/Pss_Shmem (< 5.x): resident anonymous + resident shmem."""
+    for name, fields in (("smaps_rollup", _ROLLUP), ("status", _STATUS)):
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
+            with open(f"/proc/{pid}/{name}", "rb") as f:
+                lines = [ln for ln in f.read().splitlines() if ln.startswith(fields)]
         except OSError:
             continue
-        rest = data[data.rfind(b")") + 2:].split()
-        if len(rest) >= 2:
-            table[int(name)] = (int(rest[1]), rest[0].decode())
-    return table
+        if len(lines) == 2:
+            return sum(int(ln.split()[1]) for ln in lines) << 10
+    return 0
 
 
-def _descendants(root: int, table: dict[int, tuple[int, str]] | None = None) -> list[int]:
-    table = _proc_table() if table is None else table
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out, stack = [], [root]
-    while stack:
-        for c in children.get(stack.pop(), ()):
-            out.append(c)
-            stack.append(c)
-    return out
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE")
+def _memfd_bytes(pids: Sequence[int]) -> int:
+    """Memory held in memfds the tree has open (each counted once): written with write(), never
+    mapped, a memfd is in no process's RSS and under no RLIMIT_AS. A memfd that is also mapped
+    counts here and in _process_memory (conservative: measured memfd use in ML code is rare)."""
+    seen: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            link = f"/proc/{pid}/fd/{fd}"
+            try:
+                if not os.readlink(link).startswith("/memfd:"):
+                    continue
+                st = os.stat(link)
+            except OSError:
+                continue
+            seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+    return sum(seen.values())
 
 
 def _tree_memory_bytes(root: int, sandboxed: bool) -> int:
-    """Anonymous RSS of the process tree, plus (sandboxed) what sits in its private tmpfs
-    /tmp and /dev/shm (RAM that belongs to no process)."""
-    pids = [root, *_descendants(root)]
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as f:
-                fields = f.read().split()
-            total += max(0, int(fields[1]) - int(fields[2])) * _PAGE
-        except (OSError, IndexError, ValueError):
-            continue
+    """Anonymous and shared-anonymous memory of the process tree, memfds it holds, plus
+    (sandboxed) what sits in its private tmpfs /tmp and /dev/shm (RAM that belongs to no
+    process)."""
+    pids = [p.pid for p in _tree(root)]
+    total = sum(_process_memory(pid) for pid in pids) + _memfd_bytes(pids)
     if sandboxed:
         total += _sandbox_tmpfs_bytes(pids[1:])
     return total
@@ -428,15 +576,40 @@ def _sandbox_tmpfs_bytes(pids: Sequence[int]) -> int:
     return 0
 
 
+def workspace_usage(root: Path, max_entries: int) -> tuple[int, int]:
+    """(bytes allocated on disk, entries) under root, links not followed, hard links counted
+    once; stops counting after max_entries entries (so a million tiny files cost one bounded walk)."""
+    total, n, seen, stack = 0, 0, set(), [str(root)]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                n += 1
+                if n > max_entries:
+                    return total, n
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if st.st_nlink > 1:
+                    if (st.st_dev, st.st_ino) in seen:
+                        continue
+                    seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+    return total, n
+
+
 def _pids_of_uid(uid: int) -> list[int]:
     out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    out.append(int(name))
-            except OSError:
-                pass
+    for p in psutil.process_iter(["uids"]):
+        uids = p.info.get("uids")
+        if uids is not None and uid in (uids.real, uids.effective):
+            out.append(p.pid)
     return out
 
 
@@ -460,12 +633,18 @@ def _kill_tree(root: int) -> list[int]:
     return pids
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _wait_gone(pids: Iterable[int], timeout: float = 5.0) -> None:
     pending = set(pids)
     deadline = time.monotonic() + timeout
     while pending and time.monotonic() < deadline:
-        table = _proc_table()
-        pending = {p for p in pending if p in table and table[p][1] != "Z"}
+        pending = {p for p in pending if _alive(p)}
         if pending:
             time.sleep(0.02)
 
@@ -497,19 +676,6 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 
 # --------------------------------------------------------------------------- output
-
-def read_tail(path: str | Path, max_chars: int = TAIL_CHARS) -> str:
-    """The last max_chars characters of a file, reading only its end."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 4 * max_chars))
-            data = f.read()
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")[-max_chars:]
-
 
 def _size(path: Path) -> int:
     try:
@@ -547,12 +713,15 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
                   max_procs: int = 256, max_file_mb: int = 512, env: dict[str, str] | None = None,
                   sandbox: bool = True, python: str | None = None,
                   logs_dir: Path | None = None, hide: Sequence[Path | str] | None = None,
-                  limit_address_space: bool = True) -> ProcessResult:
+                  limit_address_space: bool = True, disk_mb: int | None = DEFAULT_DISK_MB,
+                  disk_files: int = DEFAULT_DISK_FILES, ro_paths: Sequence[Path | str] = ()) -> ProcessResult:
     """Run an untrusted command in workdir; see the module docstring for what is enforced.
 
     ``hide`` replaces the default hidden dirs (``default_hidden_paths()``); ``logs_dir``
-    defaults to ``WORKDIR/../logs``. Never raises for what the command does; raises
-    RuntimeError if ``sandbox`` is requested and bubblewrap does not work here.
+    defaults to ``WORKDIR/../logs``; ``ro_paths``: more host dirs the sandbox sees read-only
+    (data); ``disk_mb``/``disk_files``: the workspace's quota (None: none), checked every
+    DISK_POLL_S. Never raises for what the command does; raises RuntimeError if ``sandbox`` is
+    requested and bubblewrap does not work here.
     """
     if not command:
         raise ValueError("empty command")
@@ -602,7 +771,7 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
                 anc = _first_untraversable_ancestor(p)
                 if anc is not None:
                     hidden.append(anc)
-        argv = bwrap_argv(workdir, env=full_env, hide=hidden, expose=expose,
+        argv = bwrap_argv(workdir, env=full_env, hide=hidden, expose=expose, ro_paths=ro_paths,
                           tmp_bytes=mem_bytes, root_mode=root_mode,
                           bwrap=shutil.which("bwrap") or "bwrap") + shim + command
     else:
@@ -628,17 +797,24 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
             pidfd = None
         try:
             deadline = start + float(timeout_s)
+            next_disk = start + DISK_POLL_S
             seen: list[int] = []
             while True:
                 if _wait_exit(proc, pidfd, min(POLL_S, max(0.0, deadline - time.monotonic()))):
                     break
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                if now >= deadline:
                     killed_reason = "timeout"
                 else:
                     used = _tree_memory_bytes(proc.pid, sandbox)
                     peak = max(peak, used)
                     if used > mem_bytes:
                         killed_reason = "memory"
+                    elif disk_mb is not None and now >= next_disk:
+                        next_disk = now + DISK_POLL_S
+                        size, entries = workspace_usage(workdir, disk_files)
+                        if size > int(disk_mb) << 20 or entries > disk_files:
+                            killed_reason = "disk"
                 if killed_reason:
                     seen = _kill_tree(proc.pid)
                     break
@@ -680,13 +856,21 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
     )
 
 
-class Runner(dg.ConfigurableResource):
-    """Runs generated experiment code: bubblewrap sandbox, rlimits, memory watchdog, timeout."""
+def unsandboxed_by_environment() -> bool:
+    """The one switch that turns the sandbox off: RESEARCHLOOP_UNSANDBOXED=1 in the environment
+    of the process that runs the code, read at each run (never run config, which the UI's
+    launchpad could set)."""
+    return os.environ.get(UNSANDBOXED_ENV, "") == "1"
 
-    sandbox: bool = pydantic.Field(
-        default=True, description="False = explicit opt-in to an unsandboxed subprocess")
+
+class Runner(dg.ConfigurableResource):
+    """Runs generated experiment code: bubblewrap sandbox, rlimits, memory watchdog, timeout,
+    disk quota. Whether it sandboxes is not configurable here: see unsandboxed_by_environment."""
+
     memory_mb: int = pydantic.Field(
-        default=4096, description="anonymous RSS of the whole process tree (watchdog kill)")
+        default=4096, description="anonymous + shared memory of the whole process tree (watchdog kill)")
+    disk_mb: int = pydantic.Field(default=DEFAULT_DISK_MB, description="disk use of one workspace (watchdog kill)")
+    disk_files: int = pydantic.Field(default=DEFAULT_DISK_FILES, description="files and folders in one workspace")
     max_procs: int = pydantic.Field(default=256, description="RLIMIT_NPROC (processes+threads)")
     max_file_mb: int = pydantic.Field(default=512, description="RLIMIT_FSIZE (also caps logs)")
     limit_address_space: bool = pydantic.Field(
@@ -699,9 +883,13 @@ class Runner(dg.ConfigurableResource):
         adds dirs to the default hidden ones (e.g. a topic folder holding a scorer's labels)."""
         return run_sandboxed(list(command), Path(workdir), timeout_s=timeout_s,
                              memory_mb=memory_mb or self.memory_mb, max_procs=self.max_procs,
-                             max_file_mb=self.max_file_mb, env=env, sandbox=self.sandbox,
+                             max_file_mb=self.max_file_mb, env=env, sandbox=self.sandboxed(),
                              limit_address_space=self.limit_address_space,
+                             disk_mb=self.disk_mb, disk_files=self.disk_files,
                              hide=[*default_hidden_paths(), *hide] if hide else None)
+
+    def sandboxed(self) -> bool:
+        return not unsandboxed_by_environment()
 
     def prepare_workspace(self, template_dir: str | Path, dest: str | Path) -> Path:
         return prepare_workspace(Path(template_dir), Path(dest))

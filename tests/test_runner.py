@@ -138,7 +138,8 @@ def test_writes_outside_workspace_fail(ws: Path, host_dir: Path, tmp_path: Path)
                 print("BLOCKED", p, e.errno)
     """)
     try:
-        r = run_sandboxed(cmd, ws, timeout_s=30)
+        # host_dir is shown read-only (ro_paths): other host dirs are not in the sandbox at all
+        r = run_sandboxed(cmd, ws, timeout_s=30, ro_paths=[host_dir])
         assert r.exit_code == 0, r.stderr_tail
         for t in targets:
             assert not t.exists(), t  # nothing reached the host
@@ -184,11 +185,11 @@ def test_secrets_are_hidden(ws: Path, host_dir: Path, monkeypatch: pytest.Monkey
              "AWS_SECRET_ACCESS_KEY": "TOPSECRET-4", "FOO": "bar"}
 
     # control: without hiding, the planted home file is readable (the test is meaningful)
-    r0 = run_sandboxed(cmd, ws, timeout_s=30, hide=[])
+    r0 = run_sandboxed(cmd, ws, timeout_s=30, hide=[], ro_paths=[host_dir])
     assert f"READ {home / 'credentials'} TOPSECRET-HOME" in r0.stdout_tail, r0.stderr_tail
 
     assert Path.home() == home and home in default_hidden_paths()
-    r = run_sandboxed(cmd, ws, timeout_s=30, env=extra,
+    r = run_sandboxed(cmd, ws, timeout_s=30, env=extra, ro_paths=[host_dir],
                       hide=[*default_hidden_paths(), vault])
     assert r.exit_code == 0, r.stderr_tail
     out = r.stdout_tail
@@ -369,18 +370,19 @@ def test_unsandboxed_is_an_explicit_opt_in(ws: Path, monkeypatch: pytest.MonkeyP
         print("KEY" in "".join(os.environ), os.environ["HOME"] == os.getcwd())
         open("out.txt", "w").write("x")
     """)
-    r = Runner(sandbox=False).run(cmd, ws, timeout_s=30)
+    monkeypatch.setenv("RESEARCHLOOP_UNSANDBOXED", "1")  # the environment decides, at use time
+    r = Runner().run(cmd, ws, timeout_s=30)
     assert r.exit_code == 0 and not r.sandboxed, r.stderr_tail
     assert "False True" in r.stdout_tail and (ws / "out.txt").exists()
     loop = script(ws, "while True: pass", name="loop.py")
-    r = Runner(sandbox=False).run(loop, ws, timeout_s=1)
+    r = Runner().run(loop, ws, timeout_s=1)
     assert r.timed_out and r.duration_s < 5
 
 
 @needs_bwrap
 def test_runner_resource_defaults(ws: Path):
     res = Runner()
-    assert res.sandbox is True and res.memory_mb == 4096 and res.max_procs == 256
+    assert res.sandboxed() is True and res.memory_mb == 4096 and res.max_procs == 256
     r = res.run(script(ws, "import sys; sys.exit(3)"), str(ws), timeout_s=30)
     assert r.exit_code == 3 and r.killed_reason is None and r.sandboxed
 

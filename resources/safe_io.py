@@ -1,0 +1,164 @@
+"""Host-side file access around untrusted workspaces.
+
+`safe_read` is the one way the host reads a file an experiment could have made or replaced
+(final_info.json, traceback sources, workspace modules, log tails, logged artifacts). A
+sandboxed script owns its workspace, so any name in it may be a symlink (to /proc/self/environ,
+which would copy the host's environment into MLflow), a FIFO (an open() that never returns) or
+a link to /dev/zero (a read that never ends). So every component below `root` is opened with
+O_NOFOLLOW (a symlink anywhere on the way is refused), the last one also with O_NONBLOCK (a
+FIFO opens at once), the opened file must be a regular file on the root's file system, and no
+more than `max_bytes` are read.
+
+`atomic_write_text` writes memos and other files that a later run trusts: a temp file in the
+same folder, fsync, then os.replace, so a kill or a full disk leaves the old file or none,
+never a truncated one. `read_memo` is its tolerant reader: a memo that does not parse is
+reported as missing (and removed), so the work is done again instead of failing for good."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+DEFAULT_MAX_BYTES = 1 << 20
+
+
+class UnsafeFile(OSError):
+    """A workspace file the host refuses to read; str() says why (symlink, FIFO, too big...)."""
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symbolic link"}
+
+
+def _relative(path: Path, root: Path) -> tuple[str, ...]:
+    if not path.is_absolute():
+        path = root / path
+    rel = os.path.relpath(os.path.normpath(path), os.path.normpath(root))
+    parts = tuple(p for p in Path(rel).parts if p not in ("", "."))
+    if not parts or parts[0] == ".." or ".." in parts or Path(rel).is_absolute():
+        raise UnsafeFile(errno.EXDEV, f"{path} is not inside {root}")
+    return parts
+
+
+def safe_read(path: str | Path, root: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES, *,
+              tail: bool = False) -> bytes:
+    """The bytes of the regular file `path` inside `root` (default: the file's own folder).
+
+    Raises FileNotFoundError when it is missing and UnsafeFile (an OSError) when it is a symlink
+    (or lies under one), is not a regular file, lies outside `root` or on another file system,
+    or holds more than max_bytes. With `tail`, a longer file is not refused: its last
+    max_bytes are returned."""
+    path = Path(path)
+    root = Path(root) if root is not None else path.absolute().parent
+    parts = _relative(path, root)
+    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the root itself is the host's
+    try:
+        root_dev = os.fstat(fd).st_dev
+        for i, name in enumerate(parts):
+            last = i == len(parts) - 1
+            flags = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC) if last else flags_dir
+            try:
+                nxt = os.open(name, flags, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR) or (e.errno == errno.ENXIO and last):
+                    kind = "a symbolic link or not a folder" if e.errno != errno.ENXIO else "a socket or device"
+                    where = "/".join(parts[:i + 1])
+                    raise UnsafeFile(e.errno, f"{where} is {kind}: not read") from None
+                raise
+            os.close(fd)
+            fd = nxt
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(errno.EINVAL, f"{'/'.join(parts)} is {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}"
+                             ", not a regular file: not read")
+        if st.st_dev != root_dev:
+            raise UnsafeFile(errno.EXDEV, f"{'/'.join(parts)} is on another file system than {root}: not read")
+        if st.st_size > max_bytes:
+            if not tail:
+                raise UnsafeFile(errno.EFBIG, f"{'/'.join(parts)} holds {st.st_size} bytes, more than the "
+                                 f"{max_bytes} read: not read")
+            os.lseek(fd, st.st_size - max_bytes, os.SEEK_SET)
+        chunks, left = [], max_bytes
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def safe_read_text(path: str | Path, root: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES, *,
+                   tail: bool = False) -> str:
+    """safe_read, decoded as UTF-8 (undecodable bytes replaced)."""
+    return safe_read(path, root, max_bytes, tail=tail).decode("utf-8", errors="replace")
+
+
+def read_text_or(path: str | Path, root: str | Path | None = None, default: str = "",
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """safe_read_text, or `default` when the file is missing or refused."""
+    try:
+        return safe_read_text(path, root, max_bytes)
+    except OSError:
+        return default
+
+
+def read_tail(path: str | Path, max_chars: int = 4000, root: str | Path | None = None) -> str:
+    """The last max_chars characters of a file (reading only its last 4 x max_chars bytes);
+    "" when it is missing or refused."""
+    try:
+        data = safe_read(path, root, 4 * max_chars, tail=True)
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")[-max_chars:]
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old content or the new, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_memo(path: str | Path, parse: Callable[[str], Any] = json.loads,
+              log: Callable[[str], None] | None = None) -> Any | None:
+    """A memo written by atomic_write_text, parsed; None when it is missing or does not parse
+    (a corrupt memo is removed, so the work it stood for is done again)."""
+    path = Path(path)
+    try:
+        text = safe_read_text(path, max_bytes=64 << 20)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if log:
+            log(f"ignoring memo {path.name}: {e}")
+        return None
+    try:
+        return parse(text)
+    except (ValueError, TypeError, KeyError) as e:  # pydantic's ValidationError is a ValueError
+        if log:
+            log(f"ignoring corrupt memo {path.name} ({type(e).__name__}); it is computed again")
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
