@@ -82,3 +82,53 @@ def test_required_calls_and_unparsable_original():
 
 def test_unparsable_repair_is_left_to_the_compile_check():
     assert honesty_problems(REF, "def (:\n") == []
+
+
+# -- idea patches (assets/patched_code/patching.py make_patch) ------------------------------
+
+class _EditLLM:
+    """Answers whole files in order (the last repeats), parsed like resources.llm.LLM does."""
+
+    def __init__(self, *files: str):
+        self.files, self.asked = list(files), 0
+
+    def resolved_edit_format(self) -> str:
+        return "whole"
+
+    def complete(self, messages, *, stage, parse=None, item=None, **kw):
+        from resources.llm import LLMCall, LLMResult, RejectedAnswer
+
+        self.asked += 1
+        text = f"```python\n{self.files[min(self.asked, len(self.files)) - 1]}```"
+        try:
+            return LLMResult(value=parse(text), text=text, call=LLMCall(stage=stage, model="scripted"))
+        except RejectedAnswer as e:
+            return LLMResult(text=text, call=LLMCall(stage=stage, model="scripted"), error=str(e), error_kind=e.kind)
+
+
+def _patch(code: str, llm):
+    from assets.patched_code.patching import make_patch
+    from schemas.records import ExperimentPlan, FilteredIdea
+    from schemas.topic import load_topic
+
+    spec = load_topic(REPO_ROOT / "experiments/pointcloud_classification").model_copy(update={"check": None})
+    idea = FilteredIdea(idea_id="p/r1/x", topic=spec.name, round="r1", name="x", title="x", experiment="x",
+                        summary="x", max_similarity=0.0, independent=True, novel=True, kept=True)
+    plan = ExperimentPlan(idea_id=idea.idea_id, name="x", changes=["c"], location="", evaluation="accuracy",
+                          expected_effect="")
+    return make_patch(spec, code, idea, plan, llm, runner=None)
+
+
+@pytest.mark.parametrize("old,new,problem", [
+    ("        loss.backward()\n", "", "removes the backward pass"),
+    ("accuracy = (pred == y_test).float().mean().item()", "accuracy = 0.97", "adds a constant written as the metric"),
+    ('{"accuracy": accuracy,', '{"acc": accuracy,', "removes the metric"),
+])
+def test_an_idea_patch_that_drops_training_evaluation_or_the_metric_is_rejected(old, new, problem):
+    assert REF.count(old) == 1
+    llm = _EditLLM(REF.replace(old, new))
+    p = _patch(REF, llm)
+    assert p.status == "dishonest" and problem in p.reason and llm.asked == 3  # asked again, sampled, twice
+    honest = REF.replace("x.transpose(1, 2)", "x.permute(0, 2, 1)")
+    p = _patch(REF, _EditLLM(REF.replace(old, new), honest))  # a later answer that keeps everything is used
+    assert p.status == "ok" and p.code == honest
