@@ -423,7 +423,9 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
 
     store = Store()
     table = Table(title=f"{topic}: verdicts against the baseline")
-    for c in ("round", "idea", "verdict", "metric", "baseline", "delta", "reason"):
+    from assets.feedback_summary.feedback import verdict_cells
+
+    for c in ("round", "idea", "verdict", "metric", "baseline", "mean diff", "95% interval", "seeds", "reason"):
         table.add_column(c)
     colours = {"improvement": "green", "maintenance": "yellow", "decline": "red", "failed": "magenta"}
     for rk in rounds:
@@ -432,8 +434,10 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
             continue
         for f in from_frame(df, Feedback):
             fmt = lambda v: "" if v is None else f"{v:.4f}"
+            cells = verdict_cells(f)  # the seed test behind the verdict
             table.add_row(rk, f.name, f"[{colours[f.verdict]}]{f.verdict}[/]", fmt(f.metric_value),
-                          fmt(f.baseline_value), "" if f.delta is None else f"{f.delta:+.4f}", f.reason[:70])
+                          fmt(f.baseline_value), cells["mean_diff"], cells["interval_95"], cells["seeds"],
+                          f.reason[:70])
     console.print(table)
 
 
