@@ -9,7 +9,15 @@ from __future__ import annotations
 import math
 
 from schemas.frames import from_frame
-from schemas.records import ExperimentPlan, Feedback, FilteredIdea, Patch, RunResult
+from schemas.records import (
+    ExperimentPlan,
+    Feedback,
+    FilteredIdea,
+    Paper,
+    PaperScore,
+    Patch,
+    RunResult,
+)
 
 EPS = 1e-6
 
@@ -22,18 +30,32 @@ def round_records(store, topic: str, round_key: str) -> dict[str, list]:
     def read(asset, model):
         return from_frame(store.read(asset, topic, round_key), model)
 
-    return {"ideas": read("filtered_ideas", FilteredIdea), "plans": read("experiment_plans", ExperimentPlan),
+    return {"papers": read("papers", Paper), "scores": read("paper_rankings", PaperScore),
+            "ideas": read("filtered_ideas", FilteredIdea), "plans": read("experiment_plans", ExperimentPlan),
             "patches": read("patched_code", Patch), "runs": read("run_results", RunResult),
             "feedback": read("feedback_summary", Feedback)}
 
 
 def link_problems(rec: dict[str, list], topic: str, round_key: str, baseline: float, goal: str,
-                  tolerance: float) -> list[str]:
+                  tolerance: float, metric: str = "accuracy", max_attempts: int | None = None) -> list[str]:
     """Every way the round's records fail to link up or to agree with the verdict rule (empty:
-    all good). `baseline`: the baseline's metric as baseline_results stored it."""
+    all good). `baseline`: the baseline's metric as baseline_results stored it; `max_attempts`:
+    the topic's repair budget + 1."""
     out: list[str] = []
     ideas, plans, patches, runs, fb = (rec[k] for k in ("ideas", "plans", "patches", "runs", "feedback"))
     kept = {i.idea_id for i in ideas if i.kept}
+    retrieved = {p.paper_id for p in rec.get("papers", [])}
+    for sc in rec.get("scores", []):
+        if sc.paper_id not in retrieved:
+            out.append(f"paper {sc.paper_id}: ranked but never retrieved")
+        if sc.error is None and sc.kept != (sc.score >= 8):
+            out.append(f"paper {sc.paper_id}: kept={sc.kept} with score {sc.score}")
+        if sc.error is not None and sc.kept:
+            out.append(f"paper {sc.paper_id}: kept although it was not judged ({sc.error})")
+    kept_papers = {sc.paper_id for sc in rec.get("scores", []) if sc.kept}
+    for i in ideas:
+        if "scores" in rec and (stray := set(i.inspired_by_papers) - kept_papers):
+            out.append(f"{i.idea_id}: cites papers the ranking did not keep: {sorted(stray)}")
     for i in ideas:
         if not i.idea_id.startswith(f"{topic}/{round_key}/"):
             out.append(f"{i.idea_id}: not an id of this round")
@@ -71,6 +93,13 @@ def link_problems(rec: dict[str, list], topic: str, round_key: str, baseline: fl
             out.append(f"{r.idea_id}: {r.status} without a reason")
         if len(r.attempts) != r.n_attempts:
             out.append(f"{r.idea_id}: n_attempts {r.n_attempts} but {len(r.attempts)} attempts recorded")
+        if max_attempts is not None and r.n_attempts > max_attempts:
+            out.append(f"{r.idea_id}: {r.n_attempts} attempts, over the budget of {max_attempts}")
+        if r.status == "success" and r.attempts and len(r.seed_values) <= 1 and r.metric_value is not None \
+                and abs(r.attempts[-1].metrics.get(metric, math.nan) - r.metric_value) > EPS:
+            out.append(f"{r.idea_id}: metric {r.metric_value} is not what its last attempt measured")
+        if r.status == "success" and r.n_attempts == 1 and p is not None and r.final_code != p.code:
+            out.append(f"{r.idea_id}: ran once without repair, yet its code is not the patched file")
     sign = 1.0 if goal == "maximize" else -1.0
     for f in fb:
         r = run_of.get(f.idea_id)

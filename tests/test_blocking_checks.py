@@ -83,15 +83,19 @@ def test_scripted_round_records_link_up(scripted_round):
     kept = [i for i in rec["ideas"] if i.kept]
     assert len(kept) >= 2  # enough ideas to make the linking non-trivial
     assert {f.verdict for f in rec["feedback"]} >= {"decline", "failed"}  # both branches of the rule are exercised
-    assert link_problems(rec, TOPIC, "r1", baseline, "maximize", 0.005) == []
+    assert link_problems(rec, TOPIC, "r1", baseline, "maximize", 0.005, "accuracy", max_attempts=3) == []
 
 
-def _without(rec, key, idea_id):
-    return {**rec, key: [r for r in rec[key] if r.idea_id != idea_id]}
+def _id(row) -> str:
+    return getattr(row, "idea_id", None) or row.paper_id
 
 
-def _edit(rec, key, idea_id, **update):
-    return {**rec, key: [r.model_copy(update=update) if r.idea_id == idea_id else r for r in rec[key]]}
+def _without(rec, key, row_id):
+    return {**rec, key: [r for r in rec[key] if _id(r) != row_id]}
+
+
+def _edit(rec, key, row_id, **update):
+    return {**rec, key: [r.model_copy(update=update) if _id(r) == row_id else r for r in rec[key]]}
 
 
 def test_link_checks_catch_broken_records(scripted_round):
@@ -117,6 +121,15 @@ def test_link_checks_catch_broken_records(scripted_round):
     assert "not the stored baseline" in problems(rec, base=baseline + 0.01)
     assert "but verdict" in problems(_edit(rec, "feedback", failed.idea_id, verdict="maintenance"))
     assert "success without a metric" in problems(_edit(rec, "runs", some, metric_value=None))
+    assert "not what its last attempt measured" in problems(_edit(rec, "runs", some,
+                                                                  metric_value=judged.metric_value + 0.1))
+    assert "its code is not the patched file" in problems(_edit(rec, "runs", some, final_code="print('other')\n"))
+    paper = rec["scores"][0]
+    assert "ranked but never retrieved" in problems(_without(rec, "papers", paper.paper_id))
+    assert "with score" in problems(_edit(rec, "scores", paper.paper_id, kept=not paper.kept))
+    repaired = next(r for r in rec["runs"] if r.n_attempts == 2)  # the scripted bug the repair fixes
+    over = link_problems(rec, TOPIC, "r1", baseline, "maximize", 0.005, "accuracy", max_attempts=1)
+    assert over == [f"{repaired.idea_id}: 2 attempts, over the budget of 1"]
 
 
 def test_failing_blocking_check_stops_the_downstream_assets(topic_env, scripted_round):
