@@ -65,6 +65,8 @@ class FakeLLM:
 
     def complete(self, messages, *, stage, parse=None, schema=None, max_tokens=512, max_retries=None, item=None,
                  temperature=None, seed=None):
+        from resources.llm import error_kind_of
+
         self.requests.append((stage, messages))
         self.items.append(item)
         self.sampling.append((temperature, seed))
@@ -73,9 +75,10 @@ class FakeLLM:
             text = text[min(sum(s == stage for s, _ in self.requests) - 1, len(text) - 1)]
         try:
             value = parse(text) if parse else text
-        except ValueError as e:
-            return SimpleNamespace(ok=False, value=None, text=text, error=f"invalid answer (try 1): {e}")
-        return SimpleNamespace(ok=True, value=value, text=text, error=None)
+        except ValueError as e:  # the kind travels as a value, as in resources.llm.LLM
+            return SimpleNamespace(ok=False, value=None, text=text, error=f"invalid answer (try 1): {e}",
+                                   error_kind=error_kind_of(e))
+        return SimpleNamespace(ok=True, value=value, text=text, error=None, error_kind=None)
 
     def stages(self) -> list[str]:
         return [s for s, _ in self.requests]

@@ -303,10 +303,13 @@ class ScriptedLLM:
         self.asked.append({"messages": messages, "temperature": temperature, "seed": seed,
                            "max_retries": max_retries})
         text = self.answers[min(len(self.asked), len(self.answers)) - 1]
+        from resources.llm import error_kind_of
+
         try:
-            return SimpleNamespace(ok=True, value=parse(text), text=text, error=None)
-        except ValueError as e:
-            return SimpleNamespace(ok=False, value=None, text=text, error=f"invalid answer (try 1): {e}")
+            return SimpleNamespace(ok=True, value=parse(text), text=text, error=None, error_kind=None)
+        except ValueError as e:  # the kind travels as a value, as in resources.llm.LLM
+            return SimpleNamespace(ok=False, value=None, text=text, error=f"invalid answer (try 1): {e}",
+                                   error_kind=error_kind_of(e))
 
 
 def _whole(code: str) -> str:
