@@ -34,6 +34,7 @@ SEED_LINE = "torch.manual_seed(args.seed)\n"
 
 # real changes a pilot may pick from (name -> (old, new) in the reference file)
 IMPROVEMENTS = {
+    "ensemble2": ("(one model)", "(two models trained in turn, softmax averaged)"),
     "lr1e-2": ("LR = 5e-3", "LR = 1e-2"),
     "epochs5": ("EPOCHS = 4\n", "EPOCHS = 5\n"),
     "dropout0.5": ("DROPOUT = 0.3", "DROPOUT = 0.5"),
@@ -50,10 +51,34 @@ def null_patch(code: str, k: int) -> tuple[str, str]:
     return "discard_draws", code.replace(SEED_LINE, SEED_LINE + f"torch.rand({k})  # drawn and discarded\n")
 
 
+def ensemble(code: str, members: int = 2) -> str:
+    """The reference with `members` models trained one after the other (each its own draw of
+    the random stream) whose softmax outputs are averaged at test time."""
+    start = code.index("model = BagOfWords(len(vocab))\n")
+    end = code.index("train_time = time.time() - t0\n")
+    block = code[start:end].replace("t0 = time.time()\n", "")
+    assert "t0 = time.time()" not in block and code.count("t0 = time.time()\n") == 1
+    loop = (f"t0 = time.time()\nmodels = []\nfor member in range({members}):  # an ensemble, averaged at test time\n"
+            + "".join(("    " + ln if ln.strip() else ln) for ln in block.splitlines(keepends=True))
+            + "    models.append(model)\n")
+    out = code[:start] + loop + code[end:]
+    old_eval = ("model.eval()\nwith torch.no_grad():\n"
+                "    pred = torch.cat([model(x_test[i:i + 500]).argmax(1) for i in range(0, n_test, 500)])\n")
+    new_eval = ("for model in models:\n    model.eval()\nwith torch.no_grad():\n"
+                "    pred = torch.cat([sum(F.softmax(m(x_test[i:i + 500]), 1) for m in models).argmax(1)\n"
+                "                      for i in range(0, n_test, 500)])\n")
+    assert out.count(old_eval) == 1
+    return out.replace(old_eval, new_eval)
+
+
 def improved_patch(code: str, name: str, k: int) -> str:
-    old, new = IMPROVEMENTS[name]
-    assert code.count(old) == 1, name
-    return code.replace(old, new).replace(SEED_LINE, f"torch.manual_seed(args.seed + 1000 * {k})\n")
+    if name == "ensemble2":
+        code = ensemble(code, 2)
+    else:
+        old, new = IMPROVEMENTS[name]
+        assert code.count(old) == 1, name
+        code = code.replace(old, new)
+    return code.replace(SEED_LINE, f"torch.manual_seed(args.seed + 1000 * {k})\n")
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

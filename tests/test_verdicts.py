@@ -215,11 +215,12 @@ def test_rule_on_recorded_seed_values(idea, verdict, why):
 
 
 def test_a_null_idea_that_beat_seed_zero_by_chance_is_not_an_improvement():
-    """A recorded null idea (torch seed offset, nothing else changed) whose seed 0 beat the old
-    single-seed rule's margin: the old rule called it an improvement, the seed test does not."""
+    """Null idea null-09 of bench/null_results.json (torch seed offset 9000, nothing else changed),
+    as recorded: its seed 0 beat the baseline's seed 0 by 0.0117, an improvement by the old
+    single-seed rule; over 3 seeds it is +0.0046, within the tolerance."""
     from assets.feedback_summary.verdicts import judge_seeds
 
-    null = [0.7641564607620239, 0.7548161149024963, 0.7571511864662170]
+    null = [0.7641564607620239, 0.761237621307373, 0.7577349543571472]
     assert judge(null[0], BASE[0], "maximize", 0.005)[0] == "improvement"
     assert judge_seeds(null, BASE, "maximize", 0.005)[0] == "maintenance"
 
