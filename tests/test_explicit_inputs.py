@@ -12,7 +12,13 @@ from assets.ideas.defs import ideas
 from assets.paper_rankings.defs import paper_rankings
 from assets.papers.defs import papers
 from assets.shared.partitions import multi_key
-from assets.shared.topics import captured, code_sha256, spec_and_code_from_json, topic_of, topic_spec
+from assets.shared.topics import (
+    captured,
+    code_sha256,
+    spec_and_code_from_json,
+    topic_of,
+    topic_spec,
+)
 from assets.topic_brief.defs import topic_brief
 from resources.store import RecordIOManager, RecordStore
 from schemas.frames import from_frame, to_frame

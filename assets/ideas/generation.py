@@ -1,7 +1,7 @@
 """Idea generation: what earlier rounds left behind, and turning drafts into ideas."""
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, zip_longest
-from typing import Sequence
 
 from assets.shared.naming import idea_id, snake, unique_name
 from resources.store import RecordStore, Store, round_number

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from resources.llm import RejectedAnswer
 
-FENCE_RE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+FENCE_RE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 
 
 # Edits are the longest answers (a whole file is ~1000 tokens, ~100 s on the local model) and a
