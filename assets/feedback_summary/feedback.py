@@ -13,7 +13,7 @@ from schemas.records import Feedback, FilteredIdea, RunResult
 VERDICTS = ["improvement", "maintenance", "decline", "failed"]
 
 
-def ROUND_STAGES():
+def ROUND_STAGES():  # the round's assets, looked up late (assets/__init__ imports this module)
     from assets import ROUND_ASSETS
 
     return ROUND_ASSETS
