@@ -20,8 +20,9 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, BinaryIO
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -44,14 +45,11 @@ def _relative(path: Path, root: Path) -> tuple[str, ...]:
     return parts
 
 
-def safe_read(path: str | Path, root: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES, *,
-              tail: bool = False) -> bytes:
-    """The bytes of the regular file `path` inside `root` (default: the file's own folder).
-
-    Raises FileNotFoundError when it is missing and UnsafeFile (an OSError) when it is a symlink
-    (or lies under one), is not a regular file, lies outside `root` or on another file system,
-    or holds more than max_bytes. With `tail`, a longer file is not refused: its last
-    max_bytes are returned."""
+def safe_open(path: str | Path, root: str | Path | None = None) -> BinaryIO:
+    """The regular file `path` inside `root` (default: the file's own folder), opened for binary
+    reading. Raises FileNotFoundError when it is missing and UnsafeFile (an OSError) when it is
+    a symlink (or lies under one), is not a regular file (FIFO, device, socket, folder), or lies
+    outside `root` or on another file system."""
     path = Path(path)
     root = Path(root) if root is not None else path.absolute().parent
     parts = _relative(path, root)
@@ -67,32 +65,39 @@ def safe_read(path: str | Path, root: str | Path | None = None, max_bytes: int =
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR) or (e.errno == errno.ENXIO and last):
                     kind = "a symbolic link or not a folder" if e.errno != errno.ENXIO else "a socket or device"
-                    where = "/".join(parts[:i + 1])
-                    raise UnsafeFile(e.errno, f"{where} is {kind}: not read") from None
+                    raise UnsafeFile(e.errno, f"{'/'.join(parts[:i + 1])} is {kind}: not read") from None
                 raise
             os.close(fd)
             fd = nxt
         st = os.fstat(fd)
+        where = "/".join(parts)
         if not stat.S_ISREG(st.st_mode):
-            raise UnsafeFile(errno.EINVAL, f"{'/'.join(parts)} is {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}"
-                             ", not a regular file: not read")
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            raise UnsafeFile(errno.EINVAL, f"{where} is {kind}, not a regular file: not read")
         if st.st_dev != root_dev:
-            raise UnsafeFile(errno.EXDEV, f"{'/'.join(parts)} is on another file system than {root}: not read")
-        if st.st_size > max_bytes:
-            if not tail:
-                raise UnsafeFile(errno.EFBIG, f"{'/'.join(parts)} holds {st.st_size} bytes, more than the "
-                                 f"{max_bytes} read: not read")
-            os.lseek(fd, st.st_size - max_bytes, os.SEEK_SET)
-        chunks, left = [], max_bytes
-        while left > 0:
-            b = os.read(fd, min(left, 1 << 20))
-            if not b:
-                break
-            chunks.append(b)
-            left -= len(b)
-        return b"".join(chunks)
+            raise UnsafeFile(errno.EXDEV, f"{where} is on another file system than {root}: not read")
+        os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb")
+        fd = -1
+        return f
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+
+
+def safe_read(path: str | Path, root: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES, *,
+              tail: bool = False) -> bytes:
+    """The bytes of the regular file `path` inside `root` (see safe_open for what is refused);
+    a file of more than max_bytes is refused too (UnsafeFile), or with `tail` its last
+    max_bytes are returned. Never reads more than max_bytes."""
+    with safe_open(path, root) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            if not tail:
+                raise UnsafeFile(errno.EFBIG, f"{Path(path).name} holds {size} bytes, more than the "
+                                 f"{max_bytes} read: not read")
+            f.seek(size - max_bytes)
+        return f.read(max_bytes)
 
 
 def safe_read_text(path: str | Path, root: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES, *,

@@ -16,6 +16,7 @@ from assets.run_results.honesty import honesty_problems
 from resources.llm import LLM
 from resources.paths import under_home
 from resources.runner import prepare_workspace
+from resources.safe_io import atomic_write_text, read_memo
 from schemas.records import ExperimentPlan, FilteredIdea, Patch
 from schemas.topic import TopicSpec
 
@@ -27,6 +28,11 @@ def honest_edit(code: str, edit, metric: str):
         raise EditError("dishonest", "the patch " + "; ".join(problems) + ": implement the idea and keep "
                         "the training, the evaluation and the metrics file")
     return edit
+
+
+def _check_memo(text: str) -> dict:
+    d = json.loads(text)
+    return {"ok": bool(d["ok"]), "last_line": str(d["last_line"])}
 
 
 def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan, llm: LLM, runner) -> Patch:
@@ -47,16 +53,16 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
     if spec.check:  # quick dry run in the sandbox: does it import and start?
         ws = under_home("workspaces", spec.name, idea.round, idea.name, "check")
         memo = ws.parent / f"check-{hashlib.sha256((spec.check + patch.code).encode()).hexdigest()[:16]}.json"
-        if memo.exists():  # checked before (a resumed round): not again
-            checked = json.loads(memo.read_text())
-        else:
+        # checked before (a resumed round): not again; a memo cut short by a kill is checked again
+        checked = read_memo(memo, _check_memo)
+        if checked is None:
             prepare_workspace(spec.path, ws)
             (ws / spec.code).write_text(patch.code)
             r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
                            memory_mb=spec.budget.memory_mb)
             checked = {"ok": r.exit_code == 0 and not r.timed_out,
                        "last_line": (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]}
-            memo.write_text(json.dumps(checked))
+            atomic_write_text(memo, json.dumps(checked))
         patch.imports_ok = checked["ok"]
         if not patch.imports_ok:
             patch.reason = "self-check failed: " + checked["last_line"]

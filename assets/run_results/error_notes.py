@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from assets.run_results.tracebacks import _enclosing
+from assets.run_results.tracebacks import SOURCE_BYTES, _enclosing
+from resources.safe_io import safe_read_text
 from schemas.records import TraceFrame
 
 MAX_NAMES = 40  # names listed per scope; the config of an experiment script has about 20
@@ -137,9 +138,11 @@ def explain(error: str) -> list[str]:
 
 # -- the names the error is about ----------------------------------------------------------
 
-def _parse(path: Path) -> ast.Module | None:
+def _parse(path: Path, workspace: Path) -> ast.Module | None:
+    """The module at `path` inside the workspace, read safely (the run may have turned it into a
+    link, a FIFO, ...), or None."""
     try:
-        return ast.parse(path.read_text())
+        return ast.parse(safe_read_text(path, workspace, SOURCE_BYTES))
     except (OSError, SyntaxError, ValueError):
         return None
 
@@ -213,7 +216,7 @@ def module_definitions(module: str, workspace: Path) -> list[str] | None:
     """What a module of the workspace defines at its top level: functions with their parameters,
     classes, then other names; None if the module is not a file of the workspace."""
     path = _module_file(module, workspace)
-    tree = _parse(path) if path else None
+    tree = _parse(path, workspace) if path else None
     if tree is None:
         return None
     described = [_describe(n) for n in tree.body if _describe(n) and not n.name.startswith("_")]
@@ -257,7 +260,7 @@ def _workspace_files(frames: list[TraceFrame], workspace: Path) -> list[tuple[st
     files = list(dict.fromkeys(f.file for f in frames))
     out = []
     for f in files + sorted(p.name for p in workspace.glob("*.py") if p.name not in files):
-        tree = _parse(workspace / f)
+        tree = _parse(workspace / f, workspace)
         if tree is not None:
             out.append((f, tree))
     return out
@@ -280,7 +283,7 @@ def name_notes(error: str, frames: list[TraceFrame], workspace: str | Path) -> l
                      "(besides installed packages such as torch and numpy).")
     elif m := re.search(r"(?:name|local variable) '(?P<name>\w+)'(?: is not defined| referenced before| where it)",
                         error):
-        if frames and (tree := _parse(ws / frames[-1].file)) is not None:
+        if frames and (tree := _parse(ws / frames[-1].file, ws)) is not None:
             line = frames[-1].line
             fn = _function_at(tree, line)
             # at the top level only what was bound before the failing line exists yet

@@ -48,7 +48,14 @@ from assets.run_results.tracebacks import (
     own_frames,
 )
 from resources.paths import under_home
-from resources.runner import prepare_workspace
+from resources.runner import prepare_workspace, prune_attempts
+from resources.safe_io import (
+    atomic_write_text,
+    read_memo,
+    read_tail,
+    safe_open,
+    safe_read_text,
+)
 from schemas.records import Attempt, RunResult
 from schemas.topic import TopicSpec
 
@@ -96,15 +103,24 @@ def as_target(spec: TopicSpec | RunTarget) -> RunTarget:
     return spec if isinstance(spec, RunTarget) else RunTarget.of_topic(spec)
 
 
-def _tail_file(path: str, limit: int = 20000) -> str:
+LOG_TAIL_CHARS = 20000  # of a run's stderr/stdout file, for the error line and the traceback
+FINAL_INFO_BYTES = 1 << 20
+
+
+def read_final_info(folder: Path) -> tuple[object, str | None]:
+    """(parsed JSON, None) or (None, why) for folder/OUT_DIR/final_info.json, which the sandboxed
+    run wrote: read with safe_read (a symlink, FIFO, device or file over 1 MB is refused, with
+    the reason). Raises FileNotFoundError when there is none."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+        raw = safe_read_text(Path(OUT_DIR) / "final_info.json", folder, FINAL_INFO_BYTES)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        return None, f"final_info.json was not read: {e.strerror or e}"
+    try:
+        return json.loads(raw), None
+    except json.JSONDecodeError as e:
+        return None, f"final_info.json is not valid JSON: {e}"
 
 
 def code_hash(code: str, spec: TopicSpec | RunTarget) -> str:
@@ -130,7 +146,7 @@ def file_hashes(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
                     out[rel] = "link:" + os.readlink(p)
                     continue
                 h = hashlib.sha256()
-                with open(p, "rb") as f:
+                with safe_open(p) as f:  # a FIFO or device the run made is refused, not opened
                     for chunk in iter(lambda: f.read(1 << 20), b""):
                         h.update(chunk)
                 out[rel] = h.hexdigest()
@@ -210,19 +226,17 @@ def run_scorer(t: RunTarget, ws: Path, runner, env: dict[str, str] | None = None
     if claimed.is_file() and not claimed.is_symlink():
         claimed.replace(claimed.with_name("final_info.by_experiment.json"))
     if res.timed_out or res.exit_code != 0:
-        stderr = _tail_file(res.stderr_path) or res.stderr_tail
+        stderr = read_tail(res.stderr_path, LOG_TAIL_CHARS) or res.stderr_tail
         why = "timed out" if res.timed_out else (error_line(stderr) or f"exit code {res.exit_code}")
         remove_hidden(sws, t.hidden)
         return {}, f"the scorer failed: {why}"
-    f = sws / OUT_DIR / "final_info.json"
-    if f.is_file():
-        try:
-            info = json.loads(f.read_text())
-        except json.JSONDecodeError as e:
-            remove_hidden(sws, t.hidden)
-            return {}, f"the scorer's final_info.json is not valid JSON: {e}"
-    else:
-        info = metrics_from_output(_tail_file(res.stdout_path) or res.stdout_tail, t.metric or "")
+    try:
+        info, bad = read_final_info(sws)
+    except FileNotFoundError:
+        info, bad = metrics_from_output(read_tail(res.stdout_path, LOG_TAIL_CHARS) or res.stdout_tail, t.metric or ""), None
+    if bad:
+        remove_hidden(sws, t.hidden)
+        return {}, f"the scorer's {bad}"
     remove_hidden(sws, t.hidden)  # the labels stay in the topic folder only
     metrics, error = parse_metrics(info, t.metric) if t.metric else ({}, None)
     if error is None:
@@ -240,6 +254,7 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     if ws.exists():
         shutil.rmtree(ws)
     prepare_workspace(t.folder, ws, **({"ignore": t.ignore} if t.ignore else {}))
+    prune_attempts(workdir)  # only the newest attempt folders stay on disk
     remove_hidden(ws, t.hidden)
     (ws / t.code_file).write_text(code)
     before = file_hashes(ws, skip=(t.code_file, OUT_DIR))  # only the code may differ from the topic's files
@@ -248,7 +263,7 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     if t.hidden:  # the topic folder itself holds the hidden files: out of the run's sight
         extra["hide"] = [t.folder]
     res = runner.run(cmd, ws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **extra)
-    stderr = _tail_file(res.stderr_path) or res.stderr_tail
+    stderr = read_tail(res.stderr_path, LOG_TAIL_CHARS) or res.stderr_tail
     metrics: dict[str, float] = {}
     error = None
     if res.timed_out:
@@ -263,14 +278,12 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     elif t.score:
         metrics, error = run_scorer(t, ws, runner, env)
     elif t.metric is not None:
-        f = ws / OUT_DIR / "final_info.json"
-        if not f.exists():
-            error = "the script exited 0 but wrote no final_info.json"
-        else:
-            try:
-                metrics, error = parse_metrics(json.loads(f.read_text()), t.metric)
-            except json.JSONDecodeError as e:
-                error = f"final_info.json is not valid JSON: {e}"
+        try:
+            info, error = read_final_info(ws)
+        except FileNotFoundError:
+            info, error = None, "the script exited 0 but wrote no final_info.json"
+        if error is None:
+            metrics, error = parse_metrics(info, t.metric)
     if error is None and t.metric is not None and t.bounds is not None and not in_bounds(metrics[t.metric], t.bounds):
         error = f"{t.metric} = {metrics[t.metric]:g} is outside its bounds [{t.bounds[0]:g}, {t.bounds[1]:g}]"
     frames = own_frames(stderr, ws) if error else []
@@ -390,9 +403,11 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
     workdir.mkdir(parents=True, exist_ok=True)
     variant = f"{max_repairs}" if max_repairs == 0 else f"{max_repairs}-{mode}-{fmt}" + ("" if honesty else "-unchecked")
     memo_file = workdir / f"result-{code_hash(code, target)}-{variant}.json"
-    if memo and memo_file.exists():  # finished before (e.g. a resumed run): do not re-run the experiment
+    # finished before (e.g. a resumed run): do not re-run the experiment; a memo cut short by a
+    # kill is ignored (and the experiment run again) rather than failing every later attempt
+    if memo and (done := read_memo(memo_file, RunResult.model_validate_json, log=lambda m: log(f"{idea_id}: {m}"))):
         log(f"{idea_id}: reusing the finished experiment in {memo_file.name}")
-        return RunResult.model_validate_json(memo_file.read_text())
+        return done
     notify = on_attempt or (lambda a: None)
     attempts: list[Attempt] = []
     current = code
@@ -438,7 +453,7 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
         result = RunResult(idea_id=idea_id, status="failed", reason=reason, attempts=attempts,
                            n_attempts=len(attempts), final_code=current)
     if memo:
-        memo_file.write_text(result.model_dump_json())
+        atomic_write_text(memo_file, result.model_dump_json())
     return result
 
 

@@ -2,6 +2,7 @@
 from assets.run_results.experimenting import OUT_DIR, repeat_seeds, run_with_repair
 from resources.llm import LLM
 from resources.paths import under_home
+from resources.safe_io import read_text_or
 from resources.tracker import Tracker
 from schemas.records import FilteredIdea, Patch, RunResult
 from schemas.topic import TopicSpec
@@ -37,7 +38,6 @@ def track_idea(tracker: Tracker, spec: TopicSpec, idea: FilteredIdea, patch: Pat
         texts={"patch.diff": patch.diff, "final_experiment.py": result.final_code},
         parent_id=parent_run, failed=result.status != "success")
     for a in result.attempts:
-        info = workdir / f"attempt-{a.attempt}" / OUT_DIR / "final_info.json"
         tracker.log_run(
             spec.name, f"{idea.name} attempt {a.attempt}",
             {"researchloop.idea_id": idea.idea_id, "researchloop.kind": "attempt", "researchloop.attempt": str(a.attempt)},
@@ -48,6 +48,7 @@ def track_idea(tracker: Tracker, spec: TopicSpec, idea: FilteredIdea, patch: Pat
             texts={"stdout_tail.txt": a.stdout_tail, "stderr_tail.txt": a.stderr_tail, "fix.diff": a.fix_diff,
                    "local_structure.txt": a.local_structure,
                    "error_notes.txt": a.error_notes,
-                   "final_info.json": info.read_text() if info.is_file() else ""},
+                   # read safely: the run made it (a link to /proc/self/environ would copy ours)
+                   "final_info.json": read_text_or(f"{OUT_DIR}/final_info.json", workdir / f"attempt-{a.attempt}")},
             parent_id=run_id, failed=a.error is not None)
     return run_id

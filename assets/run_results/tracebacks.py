@@ -7,7 +7,10 @@ import ast
 import re
 from pathlib import Path
 
+from resources.safe_io import safe_read_text
 from schemas.records import TraceFrame
+
+SOURCE_BYTES = 2 << 20  # a traceback's source file read by the host, at most
 
 FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
 
@@ -91,11 +94,10 @@ def local_structure(frames: list[TraceFrame], workspace: str | Path, context_lin
     pieces: list[str] = []
     seen: set[tuple[str, int]] = set()
     for fr in frames:
-        path = ws / fr.file
-        try:
-            src = path.read_text()
+        try:  # the run could have replaced the file by a link, a FIFO, ...: read it safely
+            src = safe_read_text(fr.file, ws, SOURCE_BYTES)
             tree = ast.parse(src)
-        except (OSError, SyntaxError):
+        except (OSError, SyntaxError, ValueError):
             continue
         lines = src.splitlines()
         chain = _enclosing(tree, fr.line)
