@@ -17,15 +17,17 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 import dagster as dg
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from resources.local_llm import LocalLLM
 from resources.paths import under_home
+from resources.settings import llm_endpoint, settings
 
 T = TypeVar("T")
 
@@ -208,11 +210,11 @@ class LLM(dg.ConfigurableResource):
 
     # -- endpoint ---------------------------------------------------------------------
     def is_local(self) -> bool:
-        return not (self.base_url or os.environ.get("OPENAI_BASE_URL"))
+        return not llm_endpoint(self.base_url)  # the environment decides the endpoint (settings.py)
 
     def model_name(self) -> str:
-        return self.model or os.environ.get("RESEARCHLOOP_MODEL") or (
-            self.local_llm.model if self.is_local() else "gpt-4o-mini")
+        local = self.is_local()  # first, so a refused endpoint fails every call before it is made
+        return self.model or settings().model or (self.local_llm.model if local else "gpt-4o-mini")
 
     def resolved_edit_format(self) -> str:
         if self.edit_format != "auto":
@@ -228,8 +230,8 @@ class LLM(dg.ConfigurableResource):
         if self._client is None:
             from openai import OpenAI
 
-            base = self.base_url or os.environ.get("OPENAI_BASE_URL") or self.local_llm.base_url()
-            key = self.api_key or os.environ.get("OPENAI_API_KEY") or "sk-local"
+            base = llm_endpoint(self.base_url) or self.local_llm.base_url()
+            key = self.api_key or settings().openai_api_key.get_secret_value() or "sk-local"
             self._base_url = base
             self._client = OpenAI(base_url=base, api_key=key, timeout=self.timeout_s, max_retries=3)
         return self._client
