@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 import dagster as dg
 import numpy as np
 from pydantic import Field
+
+from resources.settings import settings
 
 _MODELS: dict[str, object] = {}
 _LOCK = threading.Lock()
@@ -33,12 +35,13 @@ def _load(name: str, device: str):
 
 
 class Embedder(dg.ConfigurableResource):
-    model: str = Field("", description="sentence-transformers name or path; empty: bundled all-MiniLM-L6-v2")
+    model: str = Field("", description="sentence-transformers name or path; empty: $RESEARCHLOOP_EMBEDDER, "
+                       "else the bundled all-MiniLM-L6-v2")
     device: str = "cpu"
     batch_size: int = 32
 
     def model_id(self) -> str:
-        return self.model or default_model_path()
+        return self.model or settings().embedder or default_model_path()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised float32 embeddings, one row per text."""

@@ -17,8 +17,9 @@ import re
 import shutil
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import polars as pl
