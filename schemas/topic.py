@@ -124,6 +124,14 @@ class TopicSpec(BaseModel):
     literature: LiteratureSpec | None = Field(None, description="this topic's paper source; empty: the global one")
     dir: str = Field("", exclude=True, description="folder holding topic.yaml (filled on load)")
 
+    @field_validator("code")
+    @classmethod
+    def _code_inside_the_folder(cls, v: str) -> str:
+        # the host writes LLM output to this path: relative, no "..", (load_topic: no link out)
+        if not v.strip() or Path(v).is_absolute() or ".." in Path(v).parts or "\\" in v:
+            raise ValueError(f"{v!r} must be a path relative to the topic folder, without '..'")
+        return v
+
     @field_validator("name")
     @classmethod
     def _plain_name(cls, v: str) -> str:
@@ -201,6 +209,11 @@ def load_topic(folder: str | Path) -> TopicSpec:
         raise TopicSpecError(f"{folder.name}: {_describe(e)}") from e
     if spec.name != folder.name:
         raise TopicSpecError(f"{folder.name}: field 'name' is '{spec.name}' but the folder is '{folder.name}'")
+    real = spec.code_path.resolve()
+    if not real.is_relative_to(folder):  # a symlink (of the file or a folder on the way) out of the topic
+        raise TopicSpecError(f"{folder.name}: field 'code': {spec.code} leads outside the topic folder (to {real})")
+    if spec.code_path.is_symlink():
+        raise TopicSpecError(f"{folder.name}: field 'code': {spec.code} is a symbolic link; name the file itself")
     if not spec.code_path.is_file():
         raise TopicSpecError(f"{folder.name}: field 'code': {spec.code} not found in the folder")
     for h in spec.hidden:
