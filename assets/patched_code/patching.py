@@ -11,7 +11,7 @@ from assets.patched_code.edit_formats import (
     max_tokens,
 )
 from assets.patched_code.resampling import complete_resampled
-from assets.run_results.experimenting import OUT_DIR
+from assets.run_results.experimenting import OUT_DIR, remove_hidden
 from assets.run_results.honesty import honesty_problems
 from resources.llm import LLM
 from resources.paths import under_home
@@ -57,9 +57,10 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
         checked = read_memo(memo, _check_memo)
         if checked is None:
             prepare_workspace(spec.path, ws)
+            remove_hidden(ws, tuple(spec.hidden))  # a scored topic's labels: never in a run's sight
             (ws / spec.code).write_text(patch.code)
             r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
-                           memory_mb=spec.budget.memory_mb)
+                           memory_mb=spec.budget.memory_mb, **({"hide": [spec.path]} if spec.hidden else {}))
             checked = {"ok": r.exit_code == 0 and not r.timed_out,
                        "last_line": (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]}
             atomic_write_text(memo, json.dumps(checked))
