@@ -1,9 +1,12 @@
-"""Shared by the benchmark scripts: the machine line and writing a named section of
-bench/RESULTS.md (between `<!-- bench:NAME:begin -->` and `<!-- bench:NAME:end -->`), so each
-benchmark rewrites only its own section."""
+"""Shared by the benchmark scripts: the machine line, the raw record each benchmark writes
+(bench/records/<name>.json: what its section's figures are computed from), the provenance lines
+every section starts with, and writing a named section of bench/RESULTS.md (between
+`<!-- bench:NAME:begin -->` and `<!-- bench:NAME:end -->`), so each benchmark rewrites only its
+own section."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import sys
@@ -13,11 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "RESULTS.md"
+RECORDS = ROOT / "bench" / "records"
 
 
 def machine() -> str:
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    mem = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))) / 2**20
+    cpuinfo, meminfo = Path("/proc/cpuinfo").read_text().splitlines(), Path("/proc/meminfo").read_text().splitlines()
+    cpu = next((l.split(":", 1)[1].strip() for l in cpuinfo if l.startswith("model name")), "?")
+    mem = int(next(l.split()[1] for l in meminfo if l.startswith("MemTotal"))) / 2**20
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
 
 
@@ -36,3 +41,23 @@ def write_section(name: str, body: str, results: Path = RESULTS) -> str:
         text = text.rstrip() + "\n\n" + section + "\n"
     results.write_text(text)
     return section
+
+
+def write_record(name: str, data: dict, records: Path = RECORDS) -> Path:
+    """Write a benchmark's raw record (bench/records/<name>.json) and return its path."""
+    records.mkdir(parents=True, exist_ok=True)
+    path = records / f"{name}.json"
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    return path
+
+
+def read_record(name: str, records: Path = RECORDS) -> dict:
+    return json.loads((records / f"{name}.json").read_text())
+
+
+def provenance(script: str, record: str, measured: str, sample: str) -> str:
+    """The lines every section of RESULTS.md starts with (tests/test_bench_records.py checks them):
+    the script that made its figures, the committed raw record they come from, when and on what
+    machine, and whether the figures are in-sample (anything was tuned on this data) or held-out."""
+    return "\n".join([f"- Script: `{script}`", f"- Record: `{record}`", f"- Measured: {measured}",
+                      f"- Sample: {sample}"])

@@ -5,7 +5,8 @@ for 10 fixed ideas on the shipped point-cloud topic, through the same code the
     DAGSTER_HOME=/tmp/rl_bench_home .venv/bin/python bench/filtering_bench.py
 
 The LLM cache lives under DAGSTER_HOME: a re-run with the same home asks the model nothing
-and, when every call came from the cache, prints the table without rewriting RESULTS.md."""
+and, when every call came from the cache, prints the table without rewriting RESULTS.md or the
+record (bench/records/filtering.json: every idea's filter outcome, time and LLM calls)."""
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.common import machine, today, write_section  # noqa: E402
+from bench.common import machine, provenance, today, write_record, write_section  # noqa: E402
 
 TOPIC = "pointcloud_classification"
 # (name, title, summary): the kind of ideas a round proposes for this topic, written for the bench
@@ -86,9 +87,12 @@ def main() -> None:
                     f"{s:.0f} | {o.novelty_closest_paper or ''} | {(o.novelty_reason or '').replace('|', '/')[:90]} |")
     undecided = sum(o.independent and o.novel is None for o in out)
     body = "\n".join([
-        f"## Filtering stage on the local model ({today()}, {machine()})",
+        "## Filtering stage on the local model",
         "",
-        f"`bench/filtering_bench.py`: {len(items)} fixed ideas for `{TOPIC}` (round 1: empty bank), "
+        provenance("bench/filtering_bench.py", "bench/records/filtering.json", f"{today()} on {machine()}",
+                   "held-out: ideas written for the bench; nothing in the filter was tuned on them"),
+        "",
+        f"{len(items)} fixed ideas for `{TOPIC}` (round 1: empty bank), "
         f"independence at {cfg.independence_threshold} then the novelty loop (`novelty_rounds: {cfg.novelty_rounds}`, "
         f"`novelty_papers: {cfg.novelty_papers}`, shipped corpus, hybrid search) on `{llm.model_name()}` "
         f"through the shared local server (other helpers' requests may have queued with these).",
@@ -105,6 +109,11 @@ def main() -> None:
     if tot["llm_calls"] and tot["llm_cached_calls"] == tot["llm_calls"]:
         print(body + "\n\n(every call came from the cache: RESULTS.md left as it is)")
         return
+    write_record("filtering", {
+        "script": "bench/filtering_bench.py", "date": today(), "machine": machine(), "model": llm.model_name(),
+        "topic": TOPIC, "wall_s": round(wall, 1), "usage": tot,
+        "ideas": [{**o.model_dump(), "seconds": round(per_idea.get(o.name, (0.0, 0))[0], 1),
+                   "llm_calls": per_idea.get(o.name, (0.0, 0))[1]} for o in out]})
     print(write_section("filtering", body))
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.common import machine, today, write_section  # noqa: E402
+from bench.common import machine, provenance, today, write_record, write_section  # noqa: E402
 
 SENSOR_TAG = "dagster/sensor_name"
 PRICED_AS = ("gpt-4o", "gpt-4o-mini")
@@ -139,9 +139,12 @@ def report(topic: str, rounds: int, model: str, rows: list[dict], runs: list[dic
                          f"{x['status']} | {fmt(x['seconds'], '{:.0f}')} |")
     by_sensor = all(x["sensor"] != "(none)" for x in runs)
     return "\n".join([
-        f"## The loop through the sensors in `dagster dev` ({today()}, {machine()})",
+        "## The loop through the sensors in `dagster dev`",
         "",
-        f"`bench/loop_bench.py`: `make ui` (dagster dev: webserver + daemon) on a fresh DAGSTER_HOME with a copy "
+        provenance("bench/loop_bench.py", "bench/records/loop.json", f"{today()} on {machine()}",
+                   "not a sample: one run of the loop on the shipped topic"),
+        "",
+        f"`make ui` (dagster dev: webserver + daemon) on a fresh DAGSTER_HOME with a copy "
         f"of `{topic}` whose round budget is {rounds}; nothing else was started by hand. Model `{model}` "
         f"(local, empty response cache), embeddings all-MiniLM-L6-v2. Outcome: {outcome}; "
         f"{wall_s / 60:.0f} min from starting the UI to the last round's feedback. "
@@ -193,9 +196,13 @@ def main(argv=None) -> int:
 
     instance = DagsterInstance.get()
     runs = runs_summary(instance)
-    body = report(args.topic, args.rounds, model, round_rows(instance, args.topic, runs), runs, outcome, wall)
+    rows = round_rows(instance, args.topic, runs)
+    body = report(args.topic, args.rounds, model, rows, runs, outcome, wall)
     print(body)
     if not args.no_write:
+        write_record("loop", {"script": "bench/loop_bench.py", "date": today(), "machine": machine(),
+                              "topic": args.topic, "rounds": args.rounds, "model": model, "outcome": outcome,
+                              "wall_s": round(wall, 1), "round_rows": rows, "runs": runs})
         write_section("loop", body)
     return 0 if outcome == "done" else 1
 

@@ -7,7 +7,8 @@ in a fresh DAGSTER_HOME (no finished experiment is reused):
   1 worker:  in-process steps, one after the other (`researchloop run --parallel 1`);
   2 workers: Dagster's multiprocess executor, one step per idea, at most 2 at once, each
              experiment given cores // 2 threads (`--parallel 2`).
-Writes the wall times and their ratio into bench/RESULTS.md (section "parallel").
+Writes the wall times and their ratio into bench/RESULTS.md (section "parallel"), from the record
+bench/records/parallel.json.
 
   .venv/bin/python bench/parallel_bench.py [--topic pointcloud_classification] [--ideas 4]
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.common import machine, today, write_section  # noqa: E402
+from bench.common import machine, provenance, today, write_record, write_section  # noqa: E402
 
 # (name, what it changes, old text, new text): each a real, runnable variant of the reference
 EDITS = [
@@ -106,7 +107,10 @@ def main() -> None:
         print(f"parallel={parallel}: {rows[parallel]} ({time.monotonic() - t0:.0f}s with set-up)", flush=True)
     ratio = rows[1]["wall_s"] / rows[2]["wall_s"]
     body = "\n".join([
-        f"## Per-idea fan-out: 1 vs 2 workers ({today()}, {machine()})",
+        "## Per-idea fan-out: 1 vs 2 workers",
+        "",
+        provenance("bench/parallel_bench.py", "bench/records/parallel.json", f"{today()} on {machine()}",
+                   "not a sample: wall times of fixed hyper-parameter edits"),
         "",
         f"`run_results` of one round of `{a.topic}` with {a.ideas} valid hyper-parameter edits (no LLM time), "
         "fresh DAGSTER_HOME each (`.venv/bin/python bench/parallel_bench.py`).",
@@ -118,6 +122,8 @@ def main() -> None:
         "",
         f"Wall-time ratio 1 worker / 2 workers: **{ratio:.2f}x**.",
     ])
+    write_record("parallel", {"script": "bench/parallel_bench.py", "date": today(), "machine": machine(),
+                              "topic": a.topic, "ideas": a.ideas, "workers": rows})
     print(write_section("parallel", body))
 
 

@@ -10,7 +10,8 @@ re-scored offline (relevance alone, attributes alone, thresholds) at no LLM cost
 
 LLM answers are cached under DAGSTER_HOME (default /tmp/rl_bench_home), so a re-run asks
 nothing again; the server-side timings of the first, uncached run are kept in
-$DAGSTER_HOME/ranking_timings.json and reported from there.
+$DAGSTER_HOME/ranking_timings.json and reported from there. Record: bench/records/ranking.json
+(every variant's per-paper scores and usage; written unless --no-write).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_bench_home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-from bench.common import machine, today, write_section  # noqa: E402
+from bench.common import machine, provenance, today, write_record, write_section  # noqa: E402
 
 TOPIC = "pointcloud_classification"
 LABELS = ROOT / "bench" / "labels" / "pointcloud_relevance.jsonl"
@@ -250,9 +251,13 @@ def main(argv=None) -> int:
                         + ", ".join(f"{c} {list(rel[b].values()).count(c)}" for c in dict.fromkeys(rel[b].values()))
                         + ".")
     body = "\n".join([
-        "## Paper ranking: naive vs task-attribute (bench/ranking_bench.py)",
+        "## Paper ranking: naive vs task-attribute",
         "",
-        f"{today()}, {machine()}; model {llm.model_name()} ({'local' if llm.is_local() else 'remote'}), "
+        provenance("bench/ranking_bench.py", "bench/records/ranking.json", f"{today()} on {machine()}",
+                   "in-sample: the scoring's thresholds (assets/paper_rankings/scoring.py) were tuned on these "
+                   "labelled papers"),
+        "",
+        f"Model {llm.model_name()} ({'local' if llm.is_local() else 'remote'}), "
         f"embeddings all-MiniLM-L6-v2. Topic `{TOPIC}`; the top {len(papers)} papers the corpus search returns "
         f"for the topic's query ({brief.search_query!r}), {n_rel} of them labelled relevant in "
         "`bench/labels/pointcloud_relevance.jsonl`. Kept = score >= 8. Recall is over those "
@@ -274,6 +279,13 @@ def main(argv=None) -> int:
     ])
     print(body)
     if not args.no_write:
+        write_record("ranking", {
+            "script": "bench/ranking_bench.py", "date": today(), "machine": machine(), "model": llm.model_name(),
+            "topic": TOPIC, "query": brief.search_query, "labels": "bench/labels/pointcloud_relevance.jsonl",
+            "papers": [p.paper_id for p in papers],
+            "variants": [{"name": r["name"], "mode": r["mode"], "batch": r["batch"],
+                          "relevance_batch": r["relevance_batch"], "n_papers": len(r["papers"]), "usage": r["usage"],
+                          "scores": [sc.model_dump() for sc in r["scores"]]} for r in results]})
         write_section("ranking", body)
     return 0
 

@@ -35,8 +35,8 @@ os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_repair_home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
 
-from bench.broken_suite import SUITES, load_suite  # noqa: E402
-from bench.common import machine, today, write_section  # noqa: E402
+from bench.broken_suite import SUITES, load_suite
+from bench.common import machine, today, write_section
 from bench.repair_scoring import code_id, dry_run_ok, final_code, full_run, score_row
 
 
@@ -87,6 +87,8 @@ def rescore(path: Path) -> dict:
     spec = load_topic(resolve_topic_dir(SUITES[suite]))
     variants = {v["name"]: v["code"] for v in load_suite(suite)}
     runner, work = Runner(), under_home("bench", "rescore", suite)
+    # the machine is shared: a slow run is not a failed repair (RESCORE_TIMEOUT_S, default 30 min)
+    timeout_s = max(spec.budget.run_timeout_s, float(os.environ.get("RESCORE_TIMEOUT_S", 1800)))
 
     def save() -> None:
         path.write_text(json.dumps(data, indent=1))
@@ -95,7 +97,8 @@ def rescore(path: Path) -> dict:
                                         "load_avg_at_start": round(os.getloadavg()[0], 1), "full_runs": 0,
                                         "dry_run_based": summary_counts(data["rows"], data["modes"], "fixed")})
     if "reference_full_run" not in data:  # the unmodified reference, same runner and machine state
-        data["reference_full_run"] = full_run(spec, spec.code_path.read_text(), runner, work / "reference")
+        data["reference_full_run"] = full_run(spec, spec.code_path.read_text(), runner, work / "reference",
+                                              timeout_s=timeout_s)
         info["full_runs"] += 1
         print("reference", data["reference_full_run"], flush=True)
         save()
@@ -103,8 +106,9 @@ def rescore(path: Path) -> dict:
     for i, row in enumerate(data["rows"]):
         if row.get("scored_by"):
             if row.get("final_code_id") and row.get("full_run_s") is not None:
-                done[row["final_code_id"]] = {k: row[k] for k in ("full_run_ok", "full_run_metric",
-                                                                  "full_run_error", "full_run_s")}
+                done[row["final_code_id"]] = {k: row.get(k) for k in ("full_run_ok", "full_run_metric",
+                                                                      "full_run_error", "full_run_s",
+                                                                      "full_run_timeout_s")}
             continue
         if not row["fixed"]:  # the dry run never passed: no full run to make
             data["rows"][i] = {**score_row(row, None), "scored_by": "dry run failed (no full run)"}
@@ -115,7 +119,7 @@ def rescore(path: Path) -> dict:
             ok, err = dry_run_ok(spec, code, runner, work / cid / "check")
             if not ok:  # the rebuild is not what the loop accepted: say so, do not guess
                 raise SystemExit(f"{row['name']} ({row['mode']}): the rebuilt code fails its dry run: {err}")
-            done[cid] = full_run(spec, code, runner, work / cid)
+            done[cid] = full_run(spec, code, runner, work / cid, timeout_s=timeout_s)
             info["full_runs"] += 1
         data["rows"][i] = {**score_row(row, done[cid]), "final_code_id": cid,
                            "scored_by": f"full run, re-scored {today()} from the recorded diffs"}
@@ -261,15 +265,16 @@ def render(d: dict) -> str:
     else:
         rule = ("**dry-run based**: counted as fixed when the topic's dry run (`check`) passed; no full run was "
                 "made (re-score with `RESCORE=1`)")
-    measured = d["date"] + (f" (repairs), {re_['date']} (full runs, re-scored without the LLM, "
-                            f"{re_['full_runs']} sandboxed runs at niceness {re_['niceness']}, "
-                            f"load average {re_['load_avg_at_start']} at the start)" if re_ else "")
+    measured = f"{d['date']} on {d['machine']}" + (
+        f" (repairs); {re_['date']} on {re_['machine']} (full runs, re-scored without the LLM: "
+        f"{re_['full_runs']} sandboxed runs at niceness {re_['niceness']}, load average "
+        f"{re_['load_avg_at_start']} at the start)" if re_ else "")
     lines = [
         "## Repair rate on the broken suite" + ("" if suite == "pointcloud" else f" `{suite}` (held out)"),
         "",
         "- Script: `bench/repair_bench.py`" + (" (`RESCORE=1` for the full runs)" if re_ else ""),
         f"- Record: `bench/repair_results{suffix(suite)}.json`",
-        f"- Measured: {measured}; {d['machine']}",
+        f"- Measured: {measured}",
         f"- Sample: {SAMPLE.get(suite, 'held-out')}",
         "",
         f"{n} broken variants of `{d['topic']}` (bench/broken/{suite}/manifest.jsonl), "

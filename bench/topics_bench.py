@@ -4,7 +4,8 @@ For each topic: the baseline run sandboxed through the Runner (as a round runs i
 twice (wall time, and whether the metric repeats exactly), then seeds 1..N-1 (the seed spread).
 The load average is recorded with each run: on a shared machine it explains slow runs.
 
-    .venv/bin/python bench/topics_bench.py [--topics a,b] [--seeds 3]
+    .venv/bin/python bench/topics_bench.py [--topics a,b] [--seeds 3]   # record: bench/records/topics.json
+    FROM_RECORD=1 .venv/bin/python bench/topics_bench.py                 # re-render the section only
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.common import machine, today, write_section  # noqa: E402
+from bench.common import machine, provenance, read_record, today, write_record, write_section  # noqa: E402
 
 TOPICS = ("image_classification", "sentiment_classification", "pointcloud_classification")
+RECORD = "topics"
 
 
 def run_baseline(topic: str, seed: int, workdir: Path) -> dict:
@@ -50,8 +52,8 @@ def bench_topic(topic: str, seeds: int) -> list[dict]:
 
 
 def summarise(rows: list[dict]) -> str:
-    lines = ["| topic | metric | seed 0 (run 1 / run 2) | seeds 0..n-1: mean ± sd | wall s (run 1 / run 2) | "
-             "train s | peak MB | load avg at start |", "|---|---|---|---|---|---|---|---|"]
+    lines = [("| topic | metric | seed 0 (run 1 / run 2) | seeds 0..n-1: mean ± sd | wall s (run 1 / run 2) | "
+              "train s | peak MB | load avg at start |"), "|---|---|---|---|---|---|---|---|"]
     for topic in dict.fromkeys(r["topic"] for r in rows):
         rs = [r for r in rows if r["topic"] == topic]
         a, b = rs[0], rs[1]
@@ -68,17 +70,35 @@ def summarise(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def render(rec: dict) -> str:
+    seeds = rec["seeds"]
+    return "\n".join([
+        "## Topic baselines",
+        "",
+        provenance("bench/topics_bench.py", f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}",
+                   "not a sample: the unmodified reference experiments, measured"),
+        "",
+        (f"Each baseline run sandboxed through the Runner (bubblewrap), as a round runs it (2 threads); seed 0 "
+         f"twice, then seeds 1..{seeds - 1}. The machine was shared with other jobs: the 1-minute load average at "
+         "the start of each run is listed (2 = both cores busy), and the wall times depend on it."),
+        "",
+        summarise(rec["rows"]),
+    ])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--topics", default=",".join(TOPICS[:2]))
+    ap.add_argument("--topics", default=",".join(TOPICS))
     ap.add_argument("--seeds", type=int, default=3)
     args = ap.parse_args()
-    rows = [r for t in args.topics.split(",") for r in bench_topic(t, args.seeds)]
-    body = (f"## Topic baselines\n\n{today()}, {machine()}. Each baseline run sandboxed through the Runner "
-            f"(bubblewrap), as a round runs it; seed 0 twice, then seeds 1..{args.seeds - 1}. The machine "
-            "was shared with other jobs: the 1-minute load average at the start of each run is listed "
-            "(2 = both cores busy).\n\n" + summarise(rows) + "\n\n`.venv/bin/python bench/topics_bench.py`")
-    print(write_section("topics", body))
+    if os.environ.get("FROM_RECORD") == "1":
+        rec = read_record(RECORD)
+    else:
+        rows = [r for t in args.topics.split(",") for r in bench_topic(t, args.seeds)]
+        rec = {"script": "bench/topics_bench.py", "date": today(), "machine": machine(), "seeds": args.seeds,
+               "niceness": os.nice(0), "rows": rows}
+        print("record:", write_record(RECORD, rec))
+    print(write_section("topics", render(rec)))
 
 
 if __name__ == "__main__":
