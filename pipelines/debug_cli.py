@@ -15,14 +15,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import time
 from pathlib import Path
 
 DEFAULT_REPAIRS = 3
-# not copied into each attempt's workspace: version control, environments, earlier fixes
-IGNORE = ("__pycache__", "*.pyc", ".git", ".venv", "venv", "node_modules", "*.fixed.py")
+# not copied into each attempt's workspace: dotfiles and dot-folders (.git, .env, .netrc, ...:
+# often credentials), environments, earlier fixes
+IGNORE = (".*", "__pycache__", "*.pyc", "venv", "node_modules", "*.fixed.py")
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def plain(text: str) -> str:
+    """Text a script printed, made safe to show with rich: terminal escape sequences and control
+    characters removed, and rich markup escaped (a "[/red]" in a script's stderr would otherwise
+    raise MarkupError in the middle of a table). Use it wherever script output (stderr tails,
+    error lines, failure reasons) goes into console.print or a rich Table."""
+    from rich.markup import escape
+
+    return escape(_CONTROL.sub("", text or ""))
 MAX_FOLDER_MB, MAX_FOLDER_FILES = 500, 20000
 
 
@@ -161,7 +174,7 @@ def cmd_debug(args) -> int:
               + (" [yellow](UNSANDBOXED)[/yellow]" if unsandboxed else "") + f"\n  workspace {workdir}", highlight=False)
 
     def log(msg: str) -> None:
-        err.print("  " + msg.split(": ", 1)[-1], highlight=False, markup=False)
+        err.print("  " + plain(msg.split(": ", 1)[-1]), highlight=False)  # script output: no markup, no escapes
 
     try:
         with err.status(f"debugging {script.name}"):
@@ -184,7 +197,7 @@ def cmd_debug(args) -> int:
         err.print(f"[green]fixed[/green] after {out['repairs']} repair(s)" if out["repairs"] else
                   "[green]runs without error[/green]", highlight=False)
     else:
-        err.print(f"[red]still failing[/red]: {escape(result.reason or '')}", highlight=False)
+        err.print(f"[red]still failing[/red]: {plain(result.reason or '')}", highlight=False)
     if written:
         err.print(f"final version written to {written}", highlight=False)
     if args.json:
