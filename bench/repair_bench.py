@@ -31,9 +31,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_repair_home")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
 
 from bench.broken_suite import SUITES, load_suite
 from bench.common import machine, today, write_section
@@ -199,7 +196,15 @@ def summary(rows: list[dict], modes: list[str]) -> str:
     return "\n".join(out)
 
 
+def bench_home() -> None:
+    """The fixed DAGSTER_HOME whose LLM cache makes re-runs free (set when run as a script, not on import)."""
+    os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_repair_home")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+
+
 def main() -> None:
+    bench_home()
     from resources.llm import LLM
     from resources.paths import resolve_topic_dir
     from resources.runner import Runner
