@@ -177,3 +177,19 @@ def test_scorer_output_without_a_file_is_read_from_its_last_lines():
     assert metrics_from_output("0.91\n", "accuracy") == {"accuracy": 0.91}
     assert metrics_from_output("no score here\n", "accuracy") == {}
     assert metrics_from_output("top1_accuracy: 0.7\n", "accuracy") == {}  # another metric's name is not it
+
+
+def test_links_and_fifos_made_by_the_run_are_never_followed_or_opened(tmp_path):
+    """A hostile run turns its out dir into a link to a host folder and a data file into a FIFO:
+    the host neither writes through the link nor blocks on the FIFO; the run fails, naming the file."""
+    spec = load_topic(WILD)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    link = (WILD / "baseline.py").read_text() + (
+        f"\nimport shutil\nshutil.rmtree(os.path.dirname(args.submission))\n"
+        f"os.symlink({str(victim)!r}, os.path.dirname(args.submission))\n")
+    r = _run(spec, link, tmp_path, "link")
+    assert r.status == "failed" and "scorer failed" in r.reason and list(victim.iterdir()) == []
+    fifo = (WILD / "baseline.py").read_text() + "\nos.remove('train.csv')\nos.mkfifo('train.csv')\n"
+    r = _run(spec, fifo, tmp_path, "fifo")
+    assert r.status == "failed" and "train.csv" in r.reason

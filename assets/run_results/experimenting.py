@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -142,8 +143,12 @@ def file_hashes(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
                 continue
             p = Path(dirpath) / name
             try:
-                if p.is_symlink():
+                st = os.lstat(p)
+                if stat.S_ISLNK(st.st_mode):
                     out[rel] = "link:" + os.readlink(p)
+                    continue
+                if not stat.S_ISREG(st.st_mode):  # a FIFO or device made by the run: never opened
+                    out[rel] = f"special:{stat.filemode(st.st_mode)}"
                     continue
                 h = hashlib.sha256()
                 with safe_open(p) as f:  # a FIFO or device the run made is refused, not opened
@@ -200,8 +205,12 @@ def metrics_from_output(stdout: str, metric: str) -> dict:
 def _copy_predictions(src: Path, dest: Path) -> None:
     """The run's OUT_DIR into the scorer's workspace: plain files and folders only (no symlinks,
     which would point into the host), without the run's own final_info.json."""
+    def plain(path: str) -> bool:
+        mode = os.lstat(path).st_mode
+        return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
     def skip(folder: str, names: list[str]) -> list[str]:
-        return [n for n in names if os.path.islink(os.path.join(folder, n))
+        return [n for n in names if not plain(os.path.join(folder, n))  # links, FIFOs, devices
                 or (Path(folder) == src and n == "final_info.json")]
 
     if src.is_dir() and not src.is_symlink():
@@ -210,7 +219,8 @@ def _copy_predictions(src: Path, dest: Path) -> None:
         dest.mkdir(parents=True)
 
 
-def run_scorer(t: RunTarget, ws: Path, runner, env: dict[str, str] | None = None) -> tuple[dict[str, float], str | None]:
+def run_scorer(t: RunTarget, ws: Path, runner,
+               env: dict[str, str] | None = None) -> tuple[dict[str, float], str | None]:
     """Score a finished run in a fresh sandbox: a pristine copy of the topic folder (the scorer
     script and the hidden files) plus the run's OUT_DIR as PRED_DIR; the scorer writes
     OUT_DIR/final_info.json (or prints the metric). Returns (metrics, error). The verdict is the
@@ -222,8 +232,10 @@ def run_scorer(t: RunTarget, ws: Path, runner, env: dict[str, str] | None = None
         shutil.rmtree(pred) if pred.is_dir() and not pred.is_symlink() else pred.unlink()
     _copy_predictions(ws / OUT_DIR, pred)
     res = runner.run(list(t.score), sws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}))
-    claimed = ws / OUT_DIR / "final_info.json"
-    if claimed.is_file() and not claimed.is_symlink():
+    out = ws / OUT_DIR
+    real_out = out.is_dir() and not out.is_symlink()  # a link made by the run is never written through
+    claimed = out / "final_info.json"
+    if real_out and claimed.is_file() and not claimed.is_symlink():
         claimed.replace(claimed.with_name("final_info.by_experiment.json"))
     if res.timed_out or res.exit_code != 0:
         stderr = read_tail(res.stderr_path, LOG_TAIL_CHARS) or res.stderr_tail
@@ -239,9 +251,10 @@ def run_scorer(t: RunTarget, ws: Path, runner, env: dict[str, str] | None = None
         return {}, f"the scorer's {bad}"
     remove_hidden(sws, t.hidden)  # the labels stay in the topic folder only
     metrics, error = parse_metrics(info, t.metric) if t.metric else ({}, None)
-    if error is None:
-        (ws / OUT_DIR).mkdir(exist_ok=True)
-        (ws / OUT_DIR / "final_info.json").write_text(json.dumps(metrics, indent=2))
+    if error is None and (real_out or not (out.exists() or out.is_symlink())):
+        out.mkdir(exist_ok=True)
+        (out / "final_info.json").unlink(missing_ok=True)
+        (out / "final_info.json").write_text(json.dumps(metrics, indent=2))
     return metrics, error and f"the scorer: {error}"
 
 
