@@ -11,19 +11,30 @@ TEST_MODEL ?= qwen2.5-coder-0.5b
 TOPIC ?= pointcloud_classification
 ROUNDS ?= 2
 PYTEST_ARGS ?=
+# Every package of the venv, direct and indirect, pinned with its sha256 hashes; generated from
+# pyproject.toml (the one place versions are declared) by `make lock`.
+LOCK := requirements.lock
 
-.PHONY: setup system-deps run test test-fast ui bench clean-runtime
+.PHONY: setup system-deps lock lint run test test-fast ui bench clean-runtime
 
 setup: $(VENV)/.installed system-deps
 
-$(VENV)/.installed: requirements.txt pyproject.toml
-	@echo "== creating $(VENV) and installing pinned packages (a few minutes the first time)"
+# pip checks every file against the lock's hashes (pip itself included: the lock upgrades the
+# venv's bundled pip); torch is the CPU wheel 2.13.0+cpu that pip finds on this machine's disk
+# (find-links in pip's configuration). The project itself goes in editable, with no dependencies
+# and no build isolation (its build back-end, setuptools, comes from the lock too).
+$(VENV)/.installed: $(LOCK) pyproject.toml
+	@echo "== creating $(VENV) and installing the locked packages (a few minutes the first time)"
 	test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0  # the CPU wheel; a bare torch would pull CUDA
-	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --require-hashes -r $(LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
+
+# Re-resolve the lock after editing pyproject.toml's dependencies (pip-tools, from the lock itself).
+lock: $(VENV)/.installed
+	$(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --no-strip-extras \
+	  --extra test --extra dev --build-deps-for editable --no-emit-index-url --no-emit-find-links \
+	  --output-file $(LOCK) pyproject.toml
 
 # bubblewrap sandboxes the code the LLM writes; dataset-fashion-mnist holds the
 # image_classification topic's data; postgresql, chromium and chromium-driver serve the
@@ -42,11 +53,15 @@ run: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(VENV)/bin/researchloop run --topic $(TOPIC) --rounds $(ROUNDS)
 
-test: setup
+lint: setup
+	$(VENV)/bin/ruff check .
+
+# pytest's exit status fails the target (5, no tests collected, included), and so .ci/run.
+test: setup lint
 	$(PY) -m resources.local_llm fetch --model $(TEST_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(TEST_MODEL) $(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: setup lint
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 ui: setup
@@ -54,13 +69,13 @@ ui: setup
 
 bench: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
-	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) bench/run_bench.py
+	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.run_bench
 
 # one benchmark: make bench-ranking | bench-filtering | bench-independence | bench-repair |
 # bench-parallel | bench-topics (each rewrites its own section of bench/RESULTS.md)
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
-	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) bench/$*_bench.py
+	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench
 
 clean-runtime:
 	find dagster_home -mindepth 1 -maxdepth 1 ! -name dagster.yaml ! -name README.md -exec rm -rf {} +

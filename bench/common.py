@@ -9,12 +9,9 @@ import datetime as dt
 import json
 import os
 import platform
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "RESULTS.md"
 RECORDS = ROOT / "bench" / "records"
 

@@ -2,7 +2,7 @@
 for 10 fixed ideas on the shipped point-cloud topic, through the same code the
 `filtered_ideas` asset calls (assets.filtered_ideas.filtering.filter_ideas + assets.filtered_ideas.novelty.novelty_check).
 
-    DAGSTER_HOME=/tmp/rl_bench_home .venv/bin/python bench/filtering_bench.py
+    DAGSTER_HOME=/tmp/rl_bench_home .venv/bin/python -m bench.filtering_bench
 
 The LLM cache lives under DAGSTER_HOME: a re-run with the same home asks the model nothing
 and, when every call came from the cache, prints the table without rewriting RESULTS.md or the
@@ -10,13 +10,12 @@ record (bench/records/filtering.json: every idea's filter outcome, time and LLM 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
+from bench.common import machine, provenance, today, write_record, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench.common import machine, provenance, today, write_record, write_section  # noqa: E402
 
 TOPIC = "pointcloud_classification"
 # (name, title, summary): the kind of ideas a round proposes for this topic, written for the bench

@@ -7,20 +7,19 @@ with a `kind`: paraphrase (heavily reworded) / light_rewording (the near-copies 
 tends to write) / terse_vs_verbose (duplicates), different,
 same_technique_other_hparam, same_component_other_technique (not duplicates: hard cases).
 
-    .venv/bin/python bench/independence_bench.py     # rewrites the "independence" section
+    .venv/bin/python -m bench.independence_bench     # rewrites the "independence" section
 """
 from __future__ import annotations
 
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
+from bench.common import machine, provenance, read_record, today, write_record, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench.common import machine, provenance, read_record, today, write_record, write_section  # noqa: E402
 
 LABELS = ROOT / "bench" / "labels" / "idea_pairs.jsonl"
 THRESHOLD = 0.8  # DOLPHIN's, the topic default

@@ -11,7 +11,7 @@ tokens, cost per idea (zero for the local model, and what the same tokens would 
 gpt-4o / gpt-4o-mini prices) into bench/RESULTS.md (section "loop"), and which sensor started
 every run.
 
-    .venv/bin/python bench/loop_bench.py [--rounds 3] [--topic pointcloud_classification] [--hours 2]
+    .venv/bin/python -m bench.loop_bench [--rounds 3] [--topic pointcloud_classification] [--hours 2]
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import machine, provenance, today, write_record, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench.common import machine, provenance, today, write_record, write_section  # noqa: E402
 
 SENSOR_TAG = "dagster/sensor_name"
 PRICED_AS = ("gpt-4o", "gpt-4o-mini")

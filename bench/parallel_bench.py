@@ -10,7 +10,7 @@ in a fresh DAGSTER_HOME (no finished experiment is reused):
 Writes the wall times and their ratio into bench/RESULTS.md (section "parallel"), from the record
 bench/records/parallel.json.
 
-  .venv/bin/python bench/parallel_bench.py [--topic pointcloud_classification] [--ideas 4]
+  .venv/bin/python -m bench.parallel_bench [--topic pointcloud_classification] [--ideas 4]
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import machine, provenance, today, write_record, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench.common import machine, provenance, today, write_record, write_section  # noqa: E402
 
 # (name, what it changes, old text, new text): each a real, runnable variant of the reference
 EDITS = [
@@ -113,7 +113,7 @@ def main() -> None:
                    "not a sample: wall times of fixed hyper-parameter edits"),
         "",
         f"`run_results` of one round of `{a.topic}` with {a.ideas} valid hyper-parameter edits (no LLM time), "
-        "fresh DAGSTER_HOME each (`.venv/bin/python bench/parallel_bench.py`).",
+        "fresh DAGSTER_HOME each (`.venv/bin/python -m bench.parallel_bench`).",
         "",
         "| workers | how | wall s | statuses | metrics |",
         "|---|---|---|---|---|",

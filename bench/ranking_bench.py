@@ -1,6 +1,6 @@
 """Paper ranking on the shipped topic with the local model: naive vs task-attribute ranking.
 
-    .venv/bin/python bench/ranking_bench.py [--k 50] [--variants attributes:5,attributes:1,naive:5,judged:1]
+    .venv/bin/python -m bench.ranking_bench [--k 50] [--variants attributes:5,attributes:1,naive:5,judged:1]
 
 The papers are the top k (default 50) the literature search returns for the topic's own
 LLM-derived query, every one labelled in bench/labels/pointcloud_relevance.jsonl; precision and
@@ -24,11 +24,11 @@ import threading
 import time
 from pathlib import Path
 
+from bench.common import machine, provenance, today, write_record, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_bench_home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-from bench.common import machine, provenance, today, write_record, write_section  # noqa: E402
 
 TOPIC = "pointcloud_classification"
 LABELS = ROOT / "bench" / "labels" / "pointcloud_relevance.jsonl"

@@ -15,26 +15,24 @@ DEADLINE_MIN minutes. Results: bench/repair_results.json and the "repair" sectio
 bench/RESULTS.md (held-out suites of the other templates, SUITE=image | sentiment:
 bench/repair_results_<suite>.json and section "repair-<suite>").
 
-  .venv/bin/python bench/repair_bench.py                     # structure vs traceback, all variants
-  MODES=structure,traceback,error ONLY=missing_attribute,cuda_on_cpu .venv/bin/python bench/repair_bench.py
-  FROM_JSON=bench/repair_results.json .venv/bin/python bench/repair_bench.py   # re-render the section only
-  RESCORE=1 SUITE=image nice -n 10 .venv/bin/python bench/repair_bench.py   # full runs for a record made
+  .venv/bin/python -m bench.repair_bench                     # structure vs traceback, all variants
+  MODES=structure,traceback,error ONLY=missing_attribute,cuda_on_cpu .venv/bin/python -m bench.repair_bench
+  FROM_JSON=bench/repair_results.json .venv/bin/python -m bench.repair_bench   # re-render the section only
+  RESCORE=1 SUITE=image nice -n 10 .venv/bin/python -m bench.repair_bench   # full runs for a record made
                                                          # before the rule (no LLM; rebuilt from the diffs)
 """
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from bench.broken_suite import SUITES, load_suite
 from bench.common import machine, today, write_section
 from bench.repair_scoring import code_id, dry_run_ok, final_code, full_run, score_row
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int, fmt: str | None) -> dict:

@@ -5,8 +5,8 @@
 2. a whole loop (`researchloop run`, default 2 rounds) on the local model in a fresh
    DAGSTER_HOME (the LLM cache starts empty), with per-stage wall time and tokens.
 
-    TOPIC=pointcloud_classification ROUNDS=2 .venv/bin/python bench/run_bench.py
-    FROM_RECORD=1 .venv/bin/python bench/run_bench.py      # re-render the section only
+    TOPIC=pointcloud_classification ROUNDS=2 .venv/bin/python -m bench.run_bench
+    FROM_RECORD=1 .venv/bin/python -m bench.run_bench      # re-render the section only
 
 The other benchmarks have their own targets (`make bench-<name>`, bench/<name>_bench.py), each
 writing its own record and section.
@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import machine, provenance, read_record, today, write_record, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench.common import machine, provenance, read_record, today, write_record, write_section  # noqa: E402
 
 
 RECORD = "make_bench"

@@ -4,8 +4,8 @@ For each topic: the baseline run sandboxed through the Runner (as a round runs i
 twice (wall time, and whether the metric repeats exactly), then seeds 1..N-1 (the seed spread).
 The load average is recorded with each run: on a shared machine it explains slow runs.
 
-    .venv/bin/python bench/topics_bench.py [--topics a,b] [--seeds 3]   # record: bench/records/topics.json
-    FROM_RECORD=1 .venv/bin/python bench/topics_bench.py                 # re-render the section only
+    .venv/bin/python -m bench.topics_bench [--topics a,b] [--seeds 3]   # record: bench/records/topics.json
+    FROM_RECORD=1 .venv/bin/python -m bench.topics_bench                 # re-render the section only
 """
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
+from bench.common import machine, provenance, read_record, today, write_record, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from bench.common import machine, provenance, read_record, today, write_record, write_section  # noqa: E402
 
 TOPICS = ("image_classification", "sentiment_classification", "pointcloud_classification")
 RECORD = "topics"
