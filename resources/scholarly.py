@@ -317,8 +317,8 @@ S2_FIELDS = "paperId,title,abstract,year,venue,authors,externalIds"
 
 def s2_paper(d: dict) -> Paper:
     ext = d.get("externalIds") or {}
-    return Paper(paper_id=d["paperId"], title=(d.get("title") or "").strip(), abstract=(d.get("abstract") or "").strip(),
-                 year=d.get("year"), venue=d.get("venue") or None,
+    return Paper(paper_id=d["paperId"], title=(d.get("title") or "").strip(),
+                 abstract=(d.get("abstract") or "").strip(), year=d.get("year"), venue=d.get("venue") or None,
                  authors=[a["name"] for a in d.get("authors") or [] if a.get("name")],
                  arxiv_id=ext.get("ArXiv"), source="semantic_scholar")
 

@@ -67,6 +67,8 @@ class Settings(BaseSettings):
                               "bubblewrap (only where it cannot run)")
     experiments: str = Field("", description="RESEARCHLOOP_EXPERIMENTS: the folder of topics; "
                              "empty: the repo's experiments/")
+    sandbox_ro: str = Field("", description="RESEARCHLOOP_SANDBOX_RO: extra host folders the sandbox may "
+                            "read (os.pathsep-separated); read by resources/runner.py")
 
     # -- storage and UI ------------------------------------------------------------------------
     mlflow_tracking_uri: str = Field("", validation_alias=AliasChoices("MLFLOW_TRACKING_URI"),

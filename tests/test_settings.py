@@ -21,7 +21,7 @@ def test_every_variable_keeps_its_name(monkeypatch):
            "RESEARCHLOOP_CORPUS": "/p.jsonl", "RESEARCHLOOP_CATEGORIES": "cs.CV", "RESEARCHLOOP_EMBEDDER": "e",
            "SEMANTIC_SCHOLAR_API_KEY": "s2", "OPENALEX_MAILTO": "a@b.org", "RESEARCHLOOP_MAX_PARALLEL": "3",
            "RESEARCHLOOP_UNSANDBOXED": "1", "RESEARCHLOOP_EXPERIMENTS": "/x", "MLFLOW_TRACKING_URI": "sqlite:///m.db",
-           "DAGSTER_HOME": "/dh", "RESEARCHLOOP_UI_PORT": "3111"}
+           "DAGSTER_HOME": "/dh", "RESEARCHLOOP_UI_PORT": "3111", "RESEARCHLOOP_SANDBOX_RO": "/a:/b"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     s = settings()
@@ -31,7 +31,8 @@ def test_every_variable_keeps_its_name(monkeypatch):
         ("/c", "PASSIVE", "dump", "/p.jsonl", "cs.CV", "e")
     assert (s.semantic_scholar_api_key.get_secret_value(), s.openalex_mailto, s.max_parallel, s.unsandboxed) == \
         ("s2", "a@b.org", 3, True)
-    assert (s.experiments, s.mlflow_tracking_uri, s.dagster_home, s.ui_port) == ("/x", "sqlite:///m.db", "/dh", 3111)
+    assert (s.experiments, s.mlflow_tracking_uri, s.dagster_home, s.ui_port, s.sandbox_ro) == \
+        ("/x", "sqlite:///m.db", "/dh", 3111, "/a:/b")
     assert CANARY not in repr(s) and CANARY not in str(s.model_dump())       # secrets print masked
     monkeypatch.setenv("RESEARCHLOOP_UNSANDBOXED", "yes")                    # only "1" switches it off
     monkeypatch.setenv("RESEARCHLOOP_MAX_PARALLEL", "")                      # empty = unset
