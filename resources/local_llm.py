@@ -57,6 +57,7 @@ import dagster as dg
 import psutil
 from filelock import FileLock
 
+from resources.safe_io import read_tail
 from resources.settings import settings
 
 __all__ = [
@@ -446,10 +447,8 @@ def _write_state(cache: Path, state: dict) -> None:
 
 
 def _log_tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
+    """The last n lines of the server log (reading only its end: the log may be 20 MB)."""
+    return "\n".join(read_tail(path, 8000).splitlines()[-n:]) or "(no log)"
 
 
 def _kill(pid: int, grace: float = 10.0, state: dict | None = None) -> bool:
@@ -665,6 +664,7 @@ def ensure_server(
             _write_state(cache, state)
             url = state["base_url"]
         if lease:
+            live_leases(cache)  # drop the leases of processes that died without releasing
             _take_lease(cache)
         return url
 
