@@ -57,6 +57,22 @@ def test_brief_without_a_capture_or_with_other_code_is_refused(home):
         captured(tampered)
 
 
+def test_stale_reason_names_what_changed_on_disk(home):
+    from assets.shared.topics import stale_reason
+
+    spec = topic_spec(TOPIC)
+    df = to_frame([_brief(spec, spec.code_path.read_text())], TopicBrief)
+    assert stale_reason(df, spec) is None
+    assert stale_reason(None, spec) == "no topic_brief yet"
+    old = _brief(spec, "x").model_copy(update={"spec_json": ""})
+    assert "predates" in stale_reason(to_frame([old], TopicBrief), spec)
+    folder = home / "experiments" / TOPIC
+    (folder / "experiment.py").write_text(spec.code_path.read_text() + "\n# edited\n")
+    assert stale_reason(df, topic_spec(TOPIC)) == "experiment.py changed since topic_brief"
+    (folder / "topic.yaml").write_text((folder / "topic.yaml").read_text().replace("papers: 8", "papers: 9"))
+    assert stale_reason(df, topic_spec(TOPIC)) == "topic.yaml changed since topic_brief"
+
+
 def test_no_stage_reads_the_topic_or_the_store_behind_its_inputs():
     """topic_spec() only in topic_brief; no Store() built in assets; no slicing of llm.calls()."""
     offenders = []

@@ -82,3 +82,20 @@ def spec_and_code_from_json(text: str) -> tuple[TopicSpec, str]:
     if code_sha256(d["code"]) != d["code_sha256"]:
         raise ValueError("the carried reference code does not match its sha256")
     return spec_from_json(d["spec"], d["dir"]), d["code"]
+
+
+def stale_reason(topic_brief: pl.DataFrame | None, spec: TopicSpec) -> str | None:
+    """Why a stored topic_brief no longer matches the topic on disk (`spec`, e.g. from
+    topic_spec()), or None when it does: the set-up (topic_brief, then the baseline) must run
+    again before a round starts, or the round keeps using the captured spec and code. For the
+    sensors and the CLI, which read the topic from disk."""
+    if topic_brief is None or topic_brief.is_empty():
+        return "no topic_brief yet"
+    brief = from_frame(topic_brief, TopicBrief)[0]
+    if not brief.spec_json:
+        return "topic_brief predates the captured spec and code"
+    if spec_from_json(brief.spec_json, brief.topic_dir) != spec:
+        return "topic.yaml changed since topic_brief"
+    if code_sha256(spec.code_path.read_text()) != brief.code_sha256:
+        return f"{spec.code} changed since topic_brief"
+    return None
