@@ -72,7 +72,8 @@ def rescore(path: Path) -> dict:
     """Score a record made before the full-run rule: rebuild each dry-run-passing row's final
     code from its diffs, check it still passes the dry run (the rebuild is the code the loop
     accepted), then make the topic's full run. Identical code is run once. The record is saved
-    after every run, so an interrupted re-score resumes where it stopped."""
+    after every run, so an interrupted re-score resumes where it stopped; after RESCORE_DEADLINE_MIN
+    minutes no new run is started and the rows left say so ("not re-scored")."""
     from resources.paths import resolve_topic_dir, under_home
     from resources.runner import Runner
     from schemas.topic import load_topic
@@ -84,13 +85,14 @@ def rescore(path: Path) -> dict:
     runner, work = Runner(), under_home("bench", "rescore", suite)
     # the machine is shared: a slow run is not a failed repair (RESCORE_TIMEOUT_S, default 30 min)
     timeout_s = max(spec.budget.run_timeout_s, float(os.environ.get("RESCORE_TIMEOUT_S", 1800)))
+    deadline = time.monotonic() + 60 * float(os.environ.get("RESCORE_DEADLINE_MIN", "600"))
 
     def save() -> None:
         path.write_text(json.dumps(data, indent=1))
 
     info = data.setdefault("rescored", {"date": today(), "machine": machine(), "niceness": os.nice(0),
                                         "load_avg_at_start": round(os.getloadavg()[0], 1), "full_runs": 0,
-                                        "dry_run_based": summary_counts(data["rows"], data["modes"], "fixed")})
+                                        "dry_run_based": summary_counts(data["rows"], data["modes"], "dry")})
     if "reference_full_run" not in data:  # the unmodified reference, same runner and machine state
         data["reference_full_run"] = full_run(spec, spec.code_path.read_text(), runner, work / "reference",
                                               timeout_s=timeout_s)
@@ -110,6 +112,8 @@ def rescore(path: Path) -> dict:
             continue
         code = final_code(variants[row["name"]], row)
         cid = code_id(code)
+        if cid not in done and time.monotonic() > deadline:
+            continue  # left as it was: a dry-run pass whose full run was not made
         if cid not in done:
             ok, err = dry_run_ok(spec, code, runner, work / cid / "check")
             if not ok:  # the rebuild is not what the loop accepted: say so, do not guess
@@ -123,20 +127,34 @@ def rescore(path: Path) -> dict:
               f"{r['full_run_metric'] if r['full_run_ok'] else r['full_run_error']} ({done[cid]['full_run_s']} s)",
               flush=True)
         save()
-    info["repaired_full_run"] = summary_counts(data["rows"], data["modes"], "fixed")
+    info["repaired_full_run"] = summary_counts(data["rows"], data["modes"], "repaired")
+    info["not_rescored"] = summary_counts(data["rows"], data["modes"], "not_rescored")
     save()
     publish(data)
     return data
 
 
-def summary_counts(rows: list[dict], modes: list[str], key: str) -> dict[str, str]:
-    return {m: f"{sum(bool(r.get(key)) for r in rows if r['mode'] == m)}/{sum(r['mode'] == m for r in rows)}"
-            for m in modes}
+def outcome(r: dict) -> str:
+    """repaired (the full run scored) | full_run_failed | dry_run_failed | not_rescored (a dry-run
+    pass of an older record whose full run has not been made)."""
+    if "full_run_ok" not in r:
+        return "not_rescored" if r["fixed"] else "dry_run_failed"
+    if r["fixed"]:
+        return "repaired"
+    return "full_run_failed" if r.get("dry_run_ok") else "dry_run_failed"
+
+
+def summary_counts(rows: list[dict], modes: list[str], what: str) -> dict[str, str]:
+    """Per mode, "k/n": rows whose outcome is `what` ("dry": rows whose dry run passed)."""
+    def hit(r):
+        return outcome(r) in ("repaired", "full_run_failed", "not_rescored") if what == "dry" else outcome(r) == what
+
+    return {m: f"{sum(hit(r) for r in rows if r['mode'] == m)}/{sum(r['mode'] == m for r in rows)}" for m in modes}
 
 
 def scored(rows: list[dict]) -> bool:
-    """Were these rows scored by the full run (True) or only by the dry run (older records)?"""
-    return all("full_run_ok" in r for r in rows)
+    """Were any of these rows scored by the full run (True), or only by the dry run (older records)?"""
+    return any("full_run_ok" in r for r in rows)
 
 
 def table(rows: list[dict], modes: list[str]) -> str:
@@ -153,7 +171,8 @@ def table(rows: list[dict], modes: list[str]) -> str:
                 continue
             dry = r.get("dry_run_ok", r["fixed"])
             if "full_run_ok" not in r:  # an older record: the dry run was all that was checked
-                mark = "dry run passed" if dry else "failed"
+                mark = ("dry run passed" + (", full run not made (not re-scored)" if scored(rows) else "")
+                        if dry else "failed")
             elif r["fixed"]:
                 mark = f"repaired, full run {r['full_run_metric']:.4f}"
             else:
@@ -184,9 +203,16 @@ def summary(rows: list[dict], modes: list[str]) -> str:
         asked = sum(r["repairs"] for r in rs) or 1
         fresh = sum(r["llm_calls"] - r["cached_calls"] for r in rs) or 1
         dishonest = sum(s == "dishonest" for r in rs for s in r["fix_statuses"])
-        within2 = sum(r["fixed"] and r["repairs"] <= 2 for r in rs)
-        dry = sum(r.get("dry_run_ok", r["fixed"]) for r in rs)
-        rate = f"{sum(r['fixed'] for r in rs)}/{len(rs)} | {dry}/{len(rs)}" if full else f"{dry}/{len(rs)}"
+        counts = {o: sum(outcome(r) == o for r in rs) for o in ("repaired", "full_run_failed", "not_rescored")}
+        dry = sum(counts.values())
+        if full:
+            ok = [r for r in rs if outcome(r) == "repaired"]
+            pending = f" (+{counts['not_rescored']} not re-scored)" if counts["not_rescored"] else ""
+            rate = f"{len(ok)}/{len(rs)}{pending} | {dry}/{len(rs)}"
+            within2 = sum(r["repairs"] <= 2 for r in ok)
+        else:
+            rate = f"{dry}/{len(rs)}"
+            within2 = sum(outcome(r) == "not_rescored" and r["repairs"] <= 2 for r in rs)
         out.append(f"| {m} | {rate} | {within2}/{len(rs)} | {dishonest} | {asked} | "
                    f"{sum(r.get('reverted', 0) for r in rs)} | "
                    f"{sum(r['llm_calls'] for r in rs) / asked:.1f} | {sum(r['llm_s'] for r in rs) / fresh:.0f} | "
@@ -296,7 +322,10 @@ def render(d: dict) -> str:
         before = ", ".join(f"{m} {v}" for m, v in re_["dry_run_based"].items())
         after = ", ".join(f"{m} {v}" for m, v in re_.get("repaired_full_run", {}).items())
         lines.append("")
-        lines.append(f"Re-scored: dry-run based {before}; by the full run {after or '(in progress)'}.")
+        pending = {m: v for m, v in re_.get("not_rescored", {}).items() if not v.startswith("0/")}
+        lines.append(f"Re-scored: dry-run based {before}; by the full run {after or '(in progress)'}"
+                     + (f"; dry-run passes whose full run was not made before the re-score's deadline: "
+                        + ", ".join(f"{m} {v}" for m, v in pending.items()) if pending else "") + ".")
     return "\n".join(lines + [
         "",
         summary(rows, modes),

@@ -73,6 +73,11 @@ def test_whole_round_with_fake_llm(topic_ready, fake_llm):
     fb = {f.name: f for f in from_frame(store.read("feedback_summary", TOPIC, "r1"), Feedback)}
     assert fb["negative_step_r1"].verdict == "decline"
     assert fb["longer_training_r1"].verdict in ("maintenance", "improvement")
+    # each verdict follows from its metric, the baseline and the tolerance; the records link up
+    from tests.round_checks import link_problems, round_records, stored_baseline
+
+    assert link_problems(round_records(store, TOPIC, "r1"), TOPIC, "r1", stored_baseline(store, TOPIC), "maximize",
+                         0.005, "accuracy", max_attempts=3) == []
     assert fb["fancy_kernel_r1"].verdict == "failed" and "not_applied" in fb["fancy_kernel_r1"].reason
     assert all(f.round_analysis.startswith("Worked: Longer training helped") for f in fb.values())
     base = fb["negative_step_r1"].baseline_value
