@@ -2,14 +2,23 @@
 
 What one run gets (``run_sandboxed``, or the ``Runner`` Dagster resource):
 
-* **bubblewrap** (Debian ``bubblewrap``): the whole host read-only (``--ro-bind / /``) so the
-  venv's python and site-packages work; a fresh ``/dev``, ``/proc`` of its own PID namespace, a
-  private size-capped tmpfs on ``/tmp`` and ``/dev/shm``; the workspace bind-mounted read-write
-  (the only writable host path); empty tmpfs over ``$HOME``, ``/root``, ``$DAGSTER_HOME`` and the
-  repo's ``dagster_home`` (and any ``hide=[...]``), with the interpreter's own prefix bound back
-  read-only when it lives under a hidden dir (pyenv under /root); no network (own net
-  namespace: only a loopback with nothing on it); ``--die-with-parent``, ``--new-session``;
+* **bubblewrap** (Debian ``bubblewrap``): a root of its own (an empty tmpfs, read-only once set
+  up) holding only what a Python experiment needs, read-only: ``/usr`` (with Debian's data sets
+  under /usr/share/datasets), ``/sys``, the merged-/usr links (/bin, /lib, ...), a few files of
+  ``/etc`` (loader cache, passwd/group, time zone, certificates, fonts), the interpreter's dirs
+  (venv and base install) and any ``ro_paths`` / ``$RESEARCHLOOP_SANDBOX_RO`` dirs; the workspace
+  bind-mounted read-write (the only writable host path); a fresh ``/dev``, ``/proc`` of its own
+  PID namespace, private size-capped tmpfs on ``/tmp``, ``/dev/shm`` and ``/run`` (``/var/run``
+  links to it). No other host path exists inside, so no host UNIX socket file (session bus,
+  container runtime, agents under /run, /var, $HOME) can be reached; abstract sockets are per
+  network namespace, and the sandbox has its own (only a loopback with nothing on it). Hidden
+  dirs (``$HOME``, ``/root``, ``$DAGSTER_HOME``, the repo's ``dagster_home``, any ``hide=[...]``)
+  that fall inside what is shown become empty tmpfs; ``--die-with-parent``, ``--new-session``;
   ``--clearenv`` and a minimal environment with anything secret-looking dropped.
+* **seccomp** (installed by the shim below, after no_new_privs): no new user namespace
+  (unshare/clone with CLONE_NEWUSER get EPERM; clone3 gets ENOSYS so libc falls back to clone),
+  no setns, bpf, userfaultfd, perf_event_open, keyrings, io_uring, module loading, kexec,
+  open_by_handle_at, and no SysV shared memory or message queues (RAM no process owns).
 * **A different uid.** As root, RLIMIT_NPROC is not enforced (the kernel exempts uid 0, also
   through a user namespace that maps to it: measured), so when the runner runs as root the
   command runs as a fresh *ephemeral* uid/gid (random, > 1.5e9, no passwd entry, no groups,
@@ -28,14 +37,22 @@ What one run gets (``run_sandboxed``, or the ``Runner`` Dagster resource):
 * **Memory**: RLIMIT_AS alone is the wrong tool: it is per process (a fork multiplies it) and
   counts address space, not memory (a CUDA context reserves far more than RAM; CPU torch is
   fine: measured ~0.8 GB of address space for 0.37 GB RSS). So the limit that defines
-  ``memory_mb`` is a watchdog in the calling thread that every 0.1 s sums the anonymous RSS
-  (``statm`` resident - shared: no shared-library double counting) of the whole process tree
-  via ``/proc``, plus what the sandbox keeps in its private tmpfs ``/tmp`` and ``/dev/shm``
-  (RAM owned by no process; each is also capped at memory_mb), and SIGKILLs the tree above
-  ``memory_mb`` (``killed_reason="memory"``). Measured overshoot: ~10 % at 512 MB. No
-  cgroups needed (often read-only or v1 in containers). RLIMIT_AS at 2x is the hard per-process
+  ``memory_mb`` is a watchdog in the calling thread that every 0.1 s sums, over the whole
+  process tree (psutil), resident anonymous + resident shared memory (``RssAnon + RssShmem``:
+  MAP_SHARED mappings, mapped memfds and tmpfs files count; shared libraries do not), the
+  memfds the tree holds (written, never mapped: in nobody's RSS and under no RLIMIT_AS), plus
+  what the sandbox keeps in its private tmpfs ``/tmp`` and ``/dev/shm`` (RAM owned by no
+  process; each is also capped at memory_mb). That sum counts a page shared by n processes n
+  times, so above ``memory_mb`` it is recounted with the page-table walk of smaps_rollup (Pss:
+  each shared page once; ~25 ms per torch process, hence not every poll) before the tree is
+  SIGKILLed (``killed_reason="memory"``). Measured overshoot: ~10 % at 512 MB. No cgroups
+  needed (often read-only or v1 in containers). RLIMIT_AS at 2x is the hard per-process
   backstop against allocation spikes faster than the poll (the script then sees MemoryError);
   set ``limit_address_space=False`` for CUDA.
+* **Disk**: every 0.5 s the workspace's allocated size and entry count are summed (links not
+  followed); above ``disk_mb`` or ``disk_files`` the tree is SIGKILLed (``killed_reason="disk"``).
+  Between two polls a fast writer can overshoot by what it writes in 0.5 s (RLIMIT_FSIZE caps
+  each file). ``prune_attempts`` keeps the newest KEEP_ATTEMPTS attempt folders of an idea.
 * **Wall clock**: at ``timeout_s`` the tree is SIGKILLed (process group, every descendant, the
   namespace's init -> the kernel kills everything in the PID namespace; as root also every
   process of the ephemeral uid). Orphans/daemons die with the namespace when the command exits.
@@ -43,7 +60,12 @@ What one run gets (``run_sandboxed``, or the ``Runner`` Dagster resource):
   next to the workspace (default ``WORKDIR/../logs/``), never through pipes; the result carries
   only the last ~4000 characters, read from the end of the files.
 
-``sandbox=False`` is an explicit opt-in to a plain subprocess: same env scrubbing, rlimits,
+What the host later reads from a workspace (final_info.json, sources, logs) goes through
+``resources/safe_io.py`` (no symlinks, FIFOs or devices followed, size-capped).
+
+``sandbox=False`` (``run_sandboxed``; for the ``Runner`` resource only
+``RESEARCHLOOP_UNSANDBOXED=1`` in the environment, read at each run, never run config) is an
+explicit opt-in to a plain subprocess: same env scrubbing, rlimits,
 timeout and memory watchdog, but no filesystem/network isolation, and a daemon that double
 forks and calls setsid escapes, and RLIMIT_NPROC is not set (outside a namespace it would
 count every process of the calling user; for root it is not enforced at all).
@@ -127,13 +149,15 @@ if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
 # seccomp: no new user namespace (unshare/clone with CLONE_NEWUSER; clone3, whose flags a filter
 # cannot read, answers ENOSYS so libc falls back to clone), and none of the syscalls behind
 # most container escapes (setns, bpf, userfaultfd, perf_event_open, keyrings, io_uring, modules,
-# kexec, open_by_handle_at). Other architectures are killed; unknown machines get no filter.
+# kexec, open_by_handle_at), nor SysV shared memory or message queues (a detached segment or a
+# queue holds RAM no process owns, out of the memory watchdog's sight; ML code uses shm_open,
+# memfd or files instead). Other architectures are killed; unknown machines get no filter.
 NRS = {"x86_64": (0xC000003E, 272, 56, dict(setns=308, bpf=321, userfaultfd=323, perf_event_open=298,
        keyctl=250, add_key=248, request_key=249, io_uring_setup=425, init_module=175, finit_module=313,
-       kexec_load=246, kexec_file_load=320, open_by_handle_at=304)),
+       kexec_load=246, kexec_file_load=320, open_by_handle_at=304, shmget=29, msgget=68)),
        "aarch64": (0xC00000B7, 97, 220, dict(setns=268, bpf=280, userfaultfd=282, perf_event_open=241,
        keyctl=219, add_key=217, request_key=218, io_uring_setup=425, init_module=105, finit_module=273,
-       kexec_load=104, kexec_file_load=294, open_by_handle_at=265))}.get(os.uname().machine)
+       kexec_load=104, kexec_file_load=294, open_by_handle_at=265, shmget=194, msgget=186))}.get(os.uname().machine)
 if NRS:
     arch, unshare, clone, blocked = NRS
     LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06

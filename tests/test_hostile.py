@@ -200,6 +200,30 @@ def test_shared_memory_under_the_limit_is_fine(ws: Path):
     assert 90 < r.peak_memory_mb < 256
 
 
+@needs_bwrap
+def test_detached_sysv_shared_memory_is_refused(ws: Path):
+    # 6 x 100 MB SysV segments, each detached after filling: RAM that no process maps
+    cmd = script(ws, """
+        import ctypes, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        made = 0
+        for _ in range(6):
+            i = libc.shmget(0, 100 << 20, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+            if i < 0:
+                print("SHMGET FAILED", ctypes.get_errno(), flush=True)
+                break
+            a = libc.shmat(i, None, 0)
+            ctypes.memset(a, 1, 100 << 20)
+            libc.shmdt(ctypes.c_void_p(a))
+            made += 1
+        print("SEGMENTS", made, flush=True)
+        time.sleep(5)
+    """)
+    r = run_sandboxed(cmd, ws, timeout_s=30, memory_mb=256)
+    assert r.killed_reason == "memory" or "SEGMENTS 0" in r.stdout_tail, r
+
+
 # --------------------------------------------------------------------------- 3. links the host follows
 
 CANARY = f"canary-{uuid.uuid4().hex}"
