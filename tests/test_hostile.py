@@ -542,7 +542,8 @@ def test_a_killed_memo_write_never_blocks_resume(tmp_path: Path):
         from resources.safe_io import atomic_write_text
         i = 0
         while True:
-            atomic_write_text({str(tmp_path / "memo.json")!r}, '{{"i": %d, "pad": "%s"}}' % (i, "x" * ((i % 7 + 1) << 20)))
+            pad = "x" * ((i % 7 + 1) << 20)
+            atomic_write_text({str(tmp_path / "memo.json")!r}, '{{"i": %d, "pad": "%s"}}' % (i, pad))
             i += 1
             print(i, flush=True)
     """)
@@ -577,3 +578,48 @@ def test_corrupt_result_memo_is_recomputed(tmp_path: Path):
     again = run_with_repair(t, code, runner=Runner(), llm=None, workdir=work, idea_id="x", title="", max_repairs=0,
                             edit_format="whole", log=logs.append)
     assert again == r and "reusing" in logs[-1]
+
+
+class _WholeFileLLM:
+    """Answers one whole file, parsed like resources.llm.LLM does (the self-check memo test)."""
+
+    def __init__(self, code: str):
+        self.code, self.asked = code, 0
+
+    def resolved_edit_format(self) -> str:
+        return "whole"
+
+    def complete(self, messages, *, stage, parse=None, item=None, **kw):
+        from resources.llm import LLMCall, LLMResult
+
+        self.asked += 1
+        text = f"```python\n{self.code}```"
+        return LLMResult(value=parse(text), text=text, call=LLMCall(stage=stage, model="scripted"))
+
+
+@needs_bwrap
+def test_corrupt_self_check_memo_is_checked_again(home):
+    import hashlib
+
+    from assets.patched_code.patching import make_patch
+    from assets.shared.topics import topic_spec
+    from resources.paths import under_home
+    from schemas.records import ExperimentPlan, FilteredIdea
+
+    spec = topic_spec("toy_classification")
+    code = spec.code_path.read_text()
+    changed = code + "\nEXTRA = 1\n"
+    idea = FilteredIdea(idea_id="toy_classification/r1/x", topic=spec.name, round="r1", name="x", title="x",
+                        experiment="x", summary="x", max_similarity=0.0, independent=True, novel=True, kept=True)
+    plan = ExperimentPlan(idea_id=idea.idea_id, name="x", changes=["c"], location="", evaluation="accuracy",
+                          expected_effect="")
+    memo = under_home("workspaces", spec.name, "r1", "x") / (
+        f"check-{hashlib.sha256((spec.check + changed).encode()).hexdigest()[:16]}.json")
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    memo.write_text('{"ok": tr')  # cut off by a kill or a full disk
+    p = make_patch(spec, code, idea, plan, _WholeFileLLM(changed), runner=Runner())
+    assert p.status == "ok" and p.imports_ok is True, p
+    assert json.loads(memo.read_text())["ok"] is True  # checked again and written whole
+    memo.write_text(json.dumps({"ok": False, "last_line": "remembered failure"}))
+    p = make_patch(spec, code, idea, plan, _WholeFileLLM(changed), runner=None)  # no runner: from the memo
+    assert p.imports_ok is False and "remembered failure" in p.reason
