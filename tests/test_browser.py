@@ -36,7 +36,7 @@ def image_entries(metadata: dict) -> list[str]:
 def start_chromium():
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         apt_install_or_skip("chromium", "chromium-driver")
-    pytest.importorskip("selenium", reason="selenium is pinned in requirements.txt")
+    pytest.importorskip("selenium", reason="selenium is in the test extra of pyproject.toml")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
