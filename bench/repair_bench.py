@@ -86,16 +86,21 @@ def rescore(path: Path) -> dict:
     # the machine is shared: a slow run is not a failed repair (RESCORE_TIMEOUT_S, default 30 min)
     timeout_s = max(spec.budget.run_timeout_s, float(os.environ.get("RESCORE_TIMEOUT_S", 1800)))
     deadline = time.monotonic() + 60 * float(os.environ.get("RESCORE_DEADLINE_MIN", "600"))
+    # RESCORE_THREADS: threads per run (the runner's default is 2); on a crowded machine one thread
+    # wastes less time waiting at the other's barriers. The reference runs with the same setting.
+    threads = os.environ.get("RESCORE_THREADS")
+    env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} if threads else None
 
     def save() -> None:
         path.write_text(json.dumps(data, indent=1))
 
     info = data.setdefault("rescored", {"date": today(), "machine": machine(), "niceness": os.nice(0),
                                         "load_avg_at_start": round(os.getloadavg()[0], 1), "full_runs": 0,
+                                        "threads": int(threads) if threads else 2,
                                         "dry_run_based": summary_counts(data["rows"], data["modes"], "dry")})
     if "reference_full_run" not in data:  # the unmodified reference, same runner and machine state
         data["reference_full_run"] = full_run(spec, spec.code_path.read_text(), runner, work / "reference",
-                                              timeout_s=timeout_s)
+                                              env=env, timeout_s=timeout_s)
         info["full_runs"] += 1
         print("reference", data["reference_full_run"], flush=True)
         save()
@@ -118,7 +123,7 @@ def rescore(path: Path) -> dict:
             ok, err = dry_run_ok(spec, code, runner, work / cid / "check")
             if not ok:  # the rebuild is not what the loop accepted: say so, do not guess
                 raise SystemExit(f"{row['name']} ({row['mode']}): the rebuilt code fails its dry run: {err}")
-            done[cid] = full_run(spec, code, runner, work / cid, timeout_s=timeout_s)
+            done[cid] = full_run(spec, code, runner, work / cid, env=env, timeout_s=timeout_s)
             info["full_runs"] += 1
         data["rows"][i] = {**score_row(row, done[cid]), "final_code_id": cid,
                            "scored_by": f"full run, re-scored {today()} from the recorded diffs"}
@@ -296,7 +301,8 @@ def render(d: dict) -> str:
                 "made (re-score with `RESCORE=1`)")
     measured = f"{d['date']} on {d['machine']}" + (
         f" (repairs); {re_['date']} on {re_['machine']} (full runs, re-scored without the LLM: "
-        f"{re_['full_runs']} sandboxed runs at niceness {re_['niceness']}, load average "
+        f"{re_['full_runs']} sandboxed runs, {re_.get('threads', 2)} thread(s) each, at niceness "
+        f"{re_['niceness']}, load average "
         f"{re_['load_avg_at_start']} at the start)" if re_ else "")
     lines = [
         "## Repair rate on the broken suite" + ("" if suite == "pointcloud" else f" `{suite}` (held out)"),
