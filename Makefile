@@ -72,7 +72,8 @@ bench: setup
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.run_bench
 
 # one benchmark: make bench-ranking | bench-filtering | bench-independence | bench-repair |
-# bench-parallel | bench-topics (each rewrites its own section of bench/RESULTS.md)
+# bench-parallel | bench-topics | bench-loop | bench-null (each writes its raw record and
+# rewrites its own section of bench/RESULTS.md; `make bench` writes the section make-bench)
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench
