@@ -210,13 +210,25 @@ class ProcessResult(pydantic.BaseModel):
 
 # --------------------------------------------------------------------------- availability
 
+@functools.lru_cache(maxsize=1)
+def _bwrap_can_disable_userns() -> bool:
+    """bubblewrap >= 0.8 has --disable-userns (no user namespace inside the sandbox's own)."""
+    try:
+        r = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True,
+                           timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in r.stdout + r.stderr
+
+
 def _ns_args(root_mode: bool) -> list[str]:
     if root_mode:
         # no user namespace: it would map the sandbox to uid 0 (where RLIMIT_NPROC is ignored)
-        # and forbid dropping to the ephemeral uid
+        # and forbid dropping to the ephemeral uid (the seccomp filter refuses nested ones)
         return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                 "--unshare-cgroup-try"]
-    return ["--unshare-all", "--unshare-user"]
+    # as a normal user bwrap's own user namespace is used; nested ones are refused by bwrap too
+    return ["--unshare-all", "--unshare-user", *(["--disable-userns"] if _bwrap_can_disable_userns() else [])]
 
 
 @functools.lru_cache(maxsize=1)

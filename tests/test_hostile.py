@@ -623,3 +623,28 @@ def test_corrupt_self_check_memo_is_checked_again(home):
     memo.write_text(json.dumps({"ok": False, "last_line": "remembered failure"}))
     p = make_patch(spec, code, idea, plan, _WholeFileLLM(changed), runner=None)  # no runner: from the memo
     assert p.imports_ok is False and "remembered failure" in p.reason
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to act as a normal user")
+def test_normal_user_mode_narrow_root_and_no_nested_userns():
+    """The sandbox as a normal user makes (bwrap's user namespace, --disable-userns): run
+    bwrap_argv(root_mode=False) as `nobody` with a shell instead of Python (nobody cannot reach
+    this venv): the root is narrow, /run empty, and a nested user namespace is refused."""
+    from resources.runner import build_env, bwrap_argv
+
+    ws = Path(tempfile.mkdtemp(prefix="hostile-user-", dir="/var/tmp"))
+    try:
+        ws.chmod(0o777)
+        argv = bwrap_argv(ws, env=build_env(ws, sys.executable), hide=[], expose=[], tmp_bytes=64 << 20,
+                          root_mode=False, bwrap=shutil.which("bwrap"))
+        probe = ("ls /; ls -A /run | wc -l; unshare -U true 2>/dev/null; echo nested=$?; "
+                 "touch /x 2>/dev/null; echo root_rw=$?")
+        r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *argv,
+                            "/bin/sh", "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split()
+        assert "home" not in lines and "root" not in lines and "var" in lines and "usr" in lines, r.stdout
+        assert "nested=0" not in r.stdout and "root_rw=0" not in r.stdout, r.stdout
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
