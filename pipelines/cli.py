@@ -91,12 +91,14 @@ def stderr_to(path):
 
 def executor_config(parallel: int) -> dict:
     """In-process steps for --parallel 1; else Dagster's multiprocess executor, at most `parallel`
-    steps at once, step processes forked from a server that has imported the code location."""
+    steps at once, each step's process forked from a server that has imported the code location
+    and the libraries every step imports (the checks' great_expectations: ~14 s a process on a
+    busy 2-core machine). torch is left out: forking after it has started threads is unsafe."""
     if parallel <= 1:
         return {"execution": {"config": {"in_process": {}}}}
+    preload = ["pipelines.definitions", "great_expectations", "openai", "mlflow"]
     return {"execution": {"config": {"multiprocess": {
-        "max_concurrent": parallel,
-        "start_method": {"forkserver": {"preload_modules": ["pipelines.definitions"]}}}}}}
+        "max_concurrent": parallel, "start_method": {"forkserver": {"preload_modules": preload}}}}}}
 
 
 def stage_of(step_key: str) -> str:
@@ -421,6 +423,9 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
     from schemas.frames import from_frame
     from schemas.records import Feedback
 
+    def fmt(v):
+        return "" if v is None else f"{v:.4f}"
+
     store = Store()
     table = Table(title=f"{topic}: verdicts against the baseline")
     from assets.feedback_summary.feedback import verdict_cells
@@ -433,7 +438,6 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
         if df is None:
             continue
         for f in from_frame(df, Feedback):
-            fmt = lambda v: "" if v is None else f"{v:.4f}"
             cells = verdict_cells(f)  # the seed test behind the verdict
             table.add_row(rk, f.name, f"[{colours[f.verdict]}]{f.verdict}[/]", fmt(f.metric_value),
                           fmt(f.baseline_value), cells["mean_diff"], cells["interval_95"], cells["seeds"],
@@ -473,7 +477,8 @@ def cmd_status(args) -> int:
                                                        dg.DagsterRunStatus.STARTING]))
     console.print(f"running or queued runs: {len(active)}")
     for run in active:
-        console.print(f"  {run.status.value:<8} {run.job_name} {run.tags.get('dagster/partition', '')} ({run.run_id[:8]})")
+        partition = run.tags.get("dagster/partition", "")
+        console.print(f"  {run.status.value:<8} {run.job_name} {partition} ({run.run_id[:8]})")
     return 0
 
 
@@ -487,7 +492,8 @@ def cmd_lineage(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="researchloop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="researchloop", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="set up a topic and run rounds of the loop headless")
     r.add_argument("--topic", required=True, help="folder name under experiments/ or a path to a topic folder")

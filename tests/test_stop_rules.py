@@ -33,6 +33,14 @@ def test_stop_reason_rules():
     assert stop_reason(_spec(patience=2), _rounds(0)) is None  # not enough rounds to judge
 
 
+def _set_budget(home, budget: str):
+    """Replace the toy topic's budget line; returns its topic.yaml."""
+    topic_yaml = home / "experiments" / TOPIC / "topic.yaml"
+    lines = [line for line in topic_yaml.read_text().splitlines() if not line.startswith("budget")]
+    topic_yaml.write_text("\n".join(lines) + f"\nbudget: {budget}\n")
+    return topic_yaml
+
+
 def _feedback(round_key: str, verdict: str) -> None:
     fb = Feedback(idea_id=f"{TOPIC}/{round_key}/a", name="a", title="A", summary="s", verdict=verdict, reason="r",
                   metric_value=0.8, baseline_value=0.8, delta=0.0, effective=verdict == "improvement")
@@ -46,9 +54,7 @@ def _feedback(round_key: str, verdict: str) -> None:
     ("{rounds: 5, max_tokens: 5000}", {"prompt_tokens": 400, "completion_tokens": 100}, True),
 ])
 def test_round_sensor_applies_stop_rules(home, budget, usage, starts):
-    topic_yaml = home / "experiments" / TOPIC / "topic.yaml"
-    text = topic_yaml.read_text()
-    topic_yaml.write_text("\n".join(l for l in text.splitlines() if not l.startswith("budget")) + f"\nbudget: {budget}\n")
+    topic_yaml = _set_budget(home, budget)
     load_topic(topic_yaml.parent)  # still valid
     _feedback("r1", "maintenance")
     with dg.DagsterInstance.ephemeral() as instance:
@@ -103,8 +109,10 @@ def _recorder(ctx):
 
 @pytest.mark.parametrize("budget, usage, reason", [
     ("{rounds: 5, patience: 1}", {}, "no improvement in the last 1 round(s)"),
-    ("{rounds: 5, max_tokens: 500}", {"prompt_tokens": 400, "completion_tokens": 100}, "token budget spent (500 >= 500)"),
-    ("{rounds: 5, max_cost_usd: 0.5}", {"prompt_tokens": 10, "cost_usd": 0.6}, "cost budget spent ($0.6000 >= $0.5)"),
+    ("{rounds: 5, max_tokens: 500}", {"prompt_tokens": 400, "completion_tokens": 100},
+     "token budget spent (500 >= 500)"),
+    ("{rounds: 5, max_cost_usd: 0.5}", {"prompt_tokens": 10, "cost_usd": 0.6},
+     "cost budget spent ($0.6000 >= $0.5)"),
 ])
 def test_cli_and_sensor_stop_for_the_same_reason(home, monkeypatch, capsys, budget, usage, reason):
     """The same stored state (r1 done without an improvement, its usage recorded, the set-up
@@ -113,9 +121,7 @@ def test_cli_and_sensor_stop_for_the_same_reason(home, monkeypatch, capsys, budg
     from pipelines import cli
     from pipelines.loop import decide_next_round
 
-    topic_yaml = home / "experiments" / TOPIC / "topic.yaml"
-    text = topic_yaml.read_text()
-    topic_yaml.write_text("\n".join(l for l in text.splitlines() if not l.startswith("budget")) + f"\nbudget: {budget}\n")
+    topic_yaml = _set_budget(home, budget)
     _feedback("r1", "maintenance")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # a remote model that is never asked
     monkeypatch.setenv("RESEARCHLOOP_MODEL", "fake-model")
@@ -138,7 +144,8 @@ def test_cli_and_sensor_stop_for_the_same_reason(home, monkeypatch, capsys, budg
 
     assert cli.main(["run", "--topic", TOPIC]) == 0
     out = capsys.readouterr().out
-    assert "r1 already has feedback: not run again" in out and "set-up of toy_classification already materialised" in out
+    assert "r1 already has feedback: not run again" in out
+    assert "set-up of toy_classification already materialised" in out
     assert f"stopped before r2: {reason}" in out
     assert instance.get_runs() == []  # neither a set-up nor a round run was launched
 
