@@ -505,7 +505,7 @@ def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expo
         args += _mkdirs(h, tmpfs_roots)
         args += ["--perms", "0755", "--size", str(_HIDDEN_TMPFS_BYTES), "--tmpfs", str(h)]
     exposed: list[Path] = []
-    for raw in expose:
+    for raw in [*expose, *ro_paths, *system_ro_paths()]:
         p = Path(raw).resolve()
         # re-expose what a hidden dir or the private /tmp covers (e.g. a venv in a clone under /tmp)
         if not p.is_dir() or p in exposed or not any(_under(p, h) for h in tmpfs_roots):
