@@ -13,7 +13,7 @@ Writes bench/null_results.json (every seed value and verdict, rewritten after ea
 a killed run resumes from the runs memoised under dagster_home/bench/null/) and the section
 "verdicts" of bench/RESULTS.md.
 
-    nice -n 10 .venv/bin/python bench/null_bench.py [--nulls 20] [--improvements 10] [--improvement epochs5]
+    nice -n 10 .venv/bin/python -m bench.null_bench [--nulls 20] [--improvements 10] [--improvement epochs5]
 """
 from __future__ import annotations
 
@@ -22,9 +22,6 @@ import json
 import math
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import ROOT, machine, today, write_section
 
@@ -221,7 +218,7 @@ def report(rec: dict) -> str:
         lines.append(f"| {t['name']} | {t['kind']} | {', '.join(f'{v:.4f}' for v in t['seed_values'])} | "
                      f"{t['verdict']} | {fmt(t['mean_diff'])} | {ci} | "
                      f"{'' if t['p_value'] is None else format(t['p_value'], '.3g')} | {t['old_rule_verdict']} |")
-    lines += ["", "`nice -n 10 .venv/bin/python bench/null_bench.py`; record: `bench/null_results.json`"]
+    lines += ["", "`nice -n 10 .venv/bin/python -m bench.null_bench`; record: `bench/null_results.json`"]
     return "\n".join(lines)
 
 

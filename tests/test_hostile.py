@@ -537,8 +537,6 @@ def test_atomic_write_leaves_old_or_new(tmp_path: Path, monkeypatch: pytest.Monk
 def test_a_killed_memo_write_never_blocks_resume(tmp_path: Path):
     """A process SIGKILLed in the middle of writing memos leaves whole ones or none."""
     prog = textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {str(REPO_ROOT)!r})
         from resources.safe_io import atomic_write_text
         i = 0
         while True:
