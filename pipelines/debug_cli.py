@@ -171,7 +171,8 @@ def cmd_debug(args) -> int:
     original = script.read_text()
     err.print(f"[bold]researchloop debug[/bold] {script.name}: up to {args.max_attempts} repairs, mode {args.mode}, "
               f"edit format {fmt}" + (f", model {llm.model_name()}" if llm else "")
-              + (" [yellow](UNSANDBOXED)[/yellow]" if unsandboxed else "") + f"\n  workspace {workdir}", highlight=False)
+              + (" [yellow](UNSANDBOXED)[/yellow]" if unsandboxed else "") + f"\n  workspace {workdir}",
+              highlight=False)
 
     def log(msg: str) -> None:
         err.print("  " + plain(msg.split(": ", 1)[-1]), highlight=False)  # script output: no markup, no escapes
