@@ -92,11 +92,12 @@ def stderr_to(path):
 def executor_config(parallel: int) -> dict:
     """In-process steps for --parallel 1; else Dagster's multiprocess executor, at most `parallel`
     steps at once, each step's process forked from a server that has imported the code location
-    and the libraries every step imports (the checks' great_expectations: ~14 s a process on a
-    busy 2-core machine). torch is left out: forking after it has started threads is unsafe."""
+    and the libraries the steps import (great_expectations for the checks took ~14 s a process,
+    sentence_transformers with torch ~24 s, on a busy 2-core machine). Only imported there, never
+    run: torch starts its thread pools on first use, so forking after the import is safe."""
     if parallel <= 1:
         return {"execution": {"config": {"in_process": {}}}}
-    preload = ["pipelines.definitions", "great_expectations", "openai", "mlflow"]
+    preload = ["pipelines.definitions", "great_expectations", "openai", "mlflow", "sentence_transformers"]
     return {"execution": {"config": {"multiprocess": {
         "max_concurrent": parallel, "start_method": {"forkserver": {"preload_modules": preload}}}}}}
 

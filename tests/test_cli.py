@@ -1,25 +1,60 @@
 """The researchloop CLI end to end in a subprocess (fake LLM endpoint, everything else real)."""
+import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 from resources.paths import REPO_ROOT
 
 
 def _cli(*args, env):
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=REPO_ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], check=False, cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
 def test_run_status_lineage(home, fake_llm):
     env = {**os.environ, "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "sk-test",
            "RESEARCHLOOP_MODEL": "fake-model", "RESEARCHLOOP_EDIT_FORMAT": "whole"}
-    r = _cli("run", "--topic", "toy_classification", "--rounds", "1", "--timings", str(home / "t.json"), env=env)
+    r = _cli("run", "--topic", "toy_classification", "--rounds", "2", "--parallel", "1", "--timings", str(home / "t.json"),
+             env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
     assert "feedback_summary" in out and "verdicts against the baseline" in out
     assert "decline" in out and "failed" in out  # the table names each idea's verdict
-    assert (home / "t.json").exists()
+    assert "stopped before r3: round budget spent (2/2)" in out
+
+    # the same jobs the sensors launch: one set-up run, then one run per round
+    import dagster as dg
+
+    instance = dg.DagsterInstance.get()  # the conftest's DAGSTER_HOME, which the CLI used
+    runs = sorted(instance.get_runs(), key=lambda run: run.tags["dagster/partition"])
+    assert [(run.job_name, run.tags["dagster/partition"], run.status) for run in runs] == [
+        ("research_round", "r1|toy_classification", dg.DagsterRunStatus.SUCCESS),
+        ("research_round", "r2|toy_classification", dg.DagsterRunStatus.SUCCESS),
+        ("topic_setup", "toy_classification", dg.DagsterRunStatus.SUCCESS)]
+    assert all(run.tags["researchloop/topic"] == "toy_classification" for run in runs)
+    assert all(f"r{i}|toy_classification" in out and f"r{i} ok in" in out for i in (1, 2))
+    timings = json.loads((home / "t.json").read_text())
+    assert [t["run_id"] for t in timings["rounds"]] == [runs[0].run_id, runs[1].run_id]
+    assert [(s["partition"], s["asset"]) for s in timings["stages"]][:3] == [
+        ("toy_classification", "topic_brief"), ("toy_classification", "baseline_results"),
+        ("r1|toy_classification", "papers")]
+    assert len(timings["stages"]) == 2 + 2 * 8 and all(s["ok"] and s["seconds"] > 0 for s in timings["stages"])
+
+    # clean output: Python warnings and Dagster's event lines went to the log file, not the terminal
+    log = Path(re.search(r"log \(warnings, Dagster events\): (\S+)", out).group(1))
+    for stream in (r.stdout, r.stderr):
+        assert "Warning" not in stream and " - DEBUG - " not in stream and " - INFO - " not in stream
+    logged = log.read_text()
+    assert " - DEBUG - " in logged and "STEP_SUCCESS" in logged and log.parent == home / "dagster_home" / "logs"
+
+    # run again: both rounds are done, the set-up too: nothing is launched
+    again = _cli("run", "--topic", "toy_classification", "--rounds", "2", env=env)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "r1 already has feedback" in again.stdout and "r2 already has feedback" in again.stdout
+    assert len(instance.get_runs()) == 3
 
     r = _cli("status", env=env)
     assert r.returncode == 0 and "toy_classification" in r.stdout
@@ -34,3 +69,21 @@ def test_run_status_lineage(home, fake_llm):
 
     bad = _cli("run", "--topic", "no_such_topic", env=env)
     assert bad.returncode == 2 and "no topic.yaml" in bad.stdout
+
+
+def test_failed_run_stops_the_loop_and_names_it(home, fake_llm):
+    """The reference code crashes: the set-up run fails on the baseline's blocking check, the CLI
+    starts no round, exits 1 and names the run, the failing step and the failed check."""
+    import dagster as dg
+
+    code = home / "experiments" / "toy_classification" / "experiment.py"
+    code.write_text('raise SystemExit("reference code broken on purpose")\n' + code.read_text())
+    env = {**os.environ, "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "sk-test",
+           "RESEARCHLOOP_MODEL": "fake-model", "RESEARCHLOOP_EDIT_FORMAT": "whole"}
+    r = _cli("run", "--topic", "toy_classification", "--rounds", "2", "--parallel", "1", env=env)
+    assert r.returncode == 1, r.stdout[-3000:]
+    (run,) = dg.DagsterInstance.get().get_runs()
+    assert run.job_name == "topic_setup" and run.status == dg.DagsterRunStatus.FAILURE
+    assert f"stopped: set-up failed (run {run.run_id}" in r.stdout
+    assert "baseline_results" in r.stdout and "failed checks: baseline_results.baseline_has_metric" in r.stdout
+    assert "r1|toy_classification" not in r.stdout  # no round was started
