@@ -156,3 +156,29 @@ def test_fuzzy_title_matches_are_strong(checks):
     weak = [pid for pid, c in checks.items() for r in [c, *c.get("also", [])] for m in r["matched"]
             if m.startswith("title~") and int(m[len("title~"):].rstrip("%")) < 75]
     assert weak == []
+
+
+LABELS = ROOT / "bench" / "labels"
+DEV_SETS = ("diabetes_relevance.jsonl", "forecasting_relevance.jsonl")   # topics outside vision/NLP
+
+
+@pytest.mark.parametrize("path", sorted(LABELS.glob("*_relevance.jsonl")), ids=lambda p: p.name)
+def test_relevance_labels_point_into_the_corpus(papers, path):
+    ids = {p["paper_id"] for p in papers}
+    rows = _rows(path)
+    assert _dupes(r["paper_id"] for r in rows) == []
+    assert sorted({r["paper_id"] for r in rows} - ids) == []
+    assert all(isinstance(r["relevant"], bool) and r.get("area") for r in rows)
+
+
+@pytest.mark.parametrize("name", DEV_SETS)
+def test_dev_sets_are_balanced_and_explained(name):
+    rows = _rows(LABELS / name)
+    relevant = sum(r["relevant"] for r in rows)
+    assert len(rows) >= 40
+    assert 0.25 <= relevant / len(rows) <= 0.45            # about a third relevant
+    assert all(len(r.get("note", "").split()) >= 3 for r in rows), "every label carries a one-line reason"
+    areas = {r["area"] for r in rows if not r["relevant"]}
+    assert len(areas) >= 3                                 # same data/other task, same task/other data, unrelated
+    assert any(r["note"].startswith("Same data type") for r in rows)
+    assert any(r["note"].startswith("Same task") for r in rows)
