@@ -21,12 +21,14 @@ setup: $(VENV)/.installed system-deps
 
 # pip checks every file against the lock's hashes (pip itself included: the lock upgrades the
 # venv's bundled pip); torch is the CPU wheel 2.13.0+cpu that pip finds on this machine's disk
-# (find-links in pip's configuration). The project itself goes in editable, with no dependencies
-# and no build isolation (its build back-end, setuptools, comes from the lock too).
+# (find-links in pip's configuration). pip-sync (pip-tools, from the lock) then removes what an
+# older venv holds beyond the lock. The project itself goes in editable, with no dependencies and
+# no build isolation (its build back-end, setuptools, comes from the lock too).
 $(VENV)/.installed: $(LOCK) pyproject.toml
 	@echo "== creating $(VENV) and installing the locked packages (a few minutes the first time)"
 	test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --require-hashes -r $(LOCK)
+	$(VENV)/bin/pip-sync -q $(LOCK)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
