@@ -116,7 +116,9 @@ def test_summaries_end_with_task_line(papers):
 
 
 def test_summary_is_not_the_title(papers):
-    assert [p["paper_id"] for p in papers if _norm(p["title"]) in _norm(p["summary"])] == []
+    """Summaries are written in our own words: none repeats its (multi-word) title verbatim."""
+    assert [p["paper_id"] for p in papers
+            if len(_norm(p["title"]).split()) >= 4 and _norm(p["title"]) in _norm(p["summary"])] == []
 
 
 def test_every_paper_has_a_check(papers, checks):
