@@ -1,6 +1,7 @@
 """`researchloop`: the loop from the command line, over the same assets the UI runs.
 
-  researchloop run --topic NAME [--rounds N]   set up a topic and run rounds headless
+  researchloop run --topic NAME [--rounds N]   set up a topic and run rounds headless: the
+                                               sensors' jobs (one run per round), their stop rules
   researchloop status                          topics, rounds done, best result, tokens
   researchloop lineage IDEA_ID                 how an idea arose, what it changed and scored
   researchloop rank --topic T --papers F.jsonl rank a paper list for a topic (JSON lines out)
@@ -30,6 +31,7 @@ def _console():
     return Console(width=None if Console().is_terminal else 160)
 
 
+# materialize_stage (one asset, one run) is what bench/parallel_bench.py times; `run` launches whole jobs
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 FANNED_OUT = {"run_results"}  # stages with one Dagster step per idea
 
