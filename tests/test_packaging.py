@@ -59,6 +59,7 @@ def test_every_declared_dependency_is_pinned_once_and_locked_at_that_version():
     for req in declared():
         (spec,) = req.specifier  # exactly one specifier: an == pin
         assert spec.operator == "==", f"{req} is not pinned with =="
+        assert canonicalize_name(req.name) in lock, f"{req.name} is not in requirements.lock: run `make lock`"
         version, _ = lock[canonicalize_name(req.name)]
         # the lock may add a local label (torch 2.13.0 -> 2.13.0+cpu), never another release
         assert Version(version).public == Version(spec.version).public, (
