@@ -17,7 +17,7 @@ def _cli(*args, env):
 def test_run_status_lineage(home, fake_llm):
     env = {**os.environ, "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "sk-test",
            "RESEARCHLOOP_MODEL": "fake-model", "RESEARCHLOOP_EDIT_FORMAT": "whole"}
-    r = _cli("run", "--topic", "toy_classification", "--rounds", "2", "--parallel", "1", "--timings", str(home / "t.json"),
+    r = _cli("run", "--topic", "toy_classification", "--rounds", "2", "--parallel", "2", "--timings", str(home / "t.json"),
              env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
@@ -25,7 +25,8 @@ def test_run_status_lineage(home, fake_llm):
     assert "decline" in out and "failed" in out  # the table names each idea's verdict
     assert "stopped before r3: round budget spent (2/2)" in out
 
-    # the same jobs the sensors launch: one set-up run, then one run per round
+    # the same jobs the sensors launch: one set-up run, then one run per round (here with the
+    # multiprocess executor: --parallel 2)
     import dagster as dg
 
     instance = dg.DagsterInstance.get()  # the conftest's DAGSTER_HOME, which the CLI used
