@@ -17,8 +17,8 @@ def _cli(*args, env):
 def test_run_status_lineage(home, fake_llm):
     env = {**os.environ, "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "sk-test",
            "RESEARCHLOOP_MODEL": "fake-model", "RESEARCHLOOP_EDIT_FORMAT": "whole"}
-    r = _cli("run", "--topic", "toy_classification", "--rounds", "2", "--parallel", "2", "--timings", str(home / "t.json"),
-             env=env)
+    r = _cli("run", "--topic", "toy_classification", "--rounds", "2", "--parallel", "2",
+             "--timings", str(home / "t.json"), env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
     assert "feedback_summary" in out and "verdicts against the baseline" in out
