@@ -58,3 +58,45 @@ def test_killed_cli_leaves_no_run_blocking_the_topic(home, fake_llm):
     assert topic_busy(instance, TOPIC) is None
     failure = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     assert failure and f"(pid {first.pid}) is gone" in failure[-1].dagster_event.message
+
+
+def _setup_materialised(instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    for asset in ("topic_brief", "baseline_results"):
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset, partition=TOPIC))
+
+
+def test_cli_keeps_off_a_topic_with_a_live_run_and_clears_a_dead_one(home, monkeypatch, capsys):
+    """In-process CLI over a prepared instance: a running run of the topic that the daemon
+    launched keeps the CLI off (exit 3); one left STARTED by a dead CLI is marked failed and the
+    CLI goes on (here straight to its stop rule: --rounds 0 rounds left)."""
+    from dagster._core.test_utils import create_run_for_test
+
+    from pipelines import cli
+    from pipelines.guards import PID_START_TAG, owner_tags
+    from resources.store import Store
+    from schemas.frames import to_frame
+    from schemas.records import Feedback
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # never asked
+    instance = dg.DagsterInstance.get()
+    _setup_materialised(instance)
+    daemon_run = create_run_for_test(instance, job_name="research_round", status=dg.DagsterRunStatus.STARTED,
+                                     tags={"researchloop/topic": TOPIC})
+    assert cli.main(["run", "--topic", TOPIC, "--rounds", "1"]) == 3
+    out = capsys.readouterr().out
+    assert f"{TOPIC} has a run in flight:" in out and daemon_run.run_id in out
+    instance.report_run_canceled(daemon_run)
+
+    dead = {**owner_tags(), PID_START_TAG: "1.00"}  # this pid, another start time: the launcher is gone
+    left = create_run_for_test(instance, job_name="research_round", status=dg.DagsterRunStatus.STARTED,
+                               tags={"researchloop/topic": TOPIC, **dead})
+    fb = Feedback(idea_id=f"{TOPIC}/r1/a", name="a", title="A", summary="s", verdict="maintenance", reason="r",
+                  metric_value=0.8, baseline_value=0.8, delta=0.0, effective=False)
+    Store().write(to_frame([fb], Feedback), "feedback_summary", TOPIC, "r1")
+    assert cli.main(["run", "--topic", TOPIC, "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"run {left.run_id} was left running by a process that is gone: marked failed" in out
+    assert "stopped before r2: round budget spent (1/1)" in out
+    assert instance.get_run_by_id(left.run_id).status == dg.DagsterRunStatus.FAILURE
+    assert not lock_held(TOPIC)  # released on the way out
