@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from assets.patched_code.edit_formats import EditError, apply_edit, status_of
+from assets.patched_code.edit_formats import EditError, apply_edit
 from assets.patched_code.edit_formats.functions import (
     apply_definitions,
     extract_definitions,
@@ -267,11 +267,6 @@ def test_edit_that_breaks_indentation_elsewhere_is_a_syntax_error():
     with pytest.raises(EditError) as e:  # a `yield` placed at the top level cannot compile
         apply("def make_data(n):\n    return n\nyield 3\n")
     assert e.value.status in ("not_applied", "syntax_error")
-
-
-def test_status_of_knows_dishonest():
-    assert status_of(str(EditError("dishonest", "the fix removes x"))) == "dishonest"
-    assert status_of("invalid answer (try 2): dishonest: the fix removes x") == "dishonest"
 
 
 def test_pointcloud_reference_method_fix():

@@ -9,7 +9,7 @@ from assets.patched_code.edit_formats import (
     EditError,
     apply_edit,
     check_compiles,
-    status_of,
+    edit_status,
 )
 from assets.patched_code.edit_formats.search_replace import (
     apply_search_replace,
@@ -249,29 +249,20 @@ def test_apply_edit_unknown_format():
     assert not isinstance(ei.value, EditError)
 
 
-# -- status_of --------------------------------------------------------------------------
+# -- edit_status: the recorded status comes from the typed error kind, not the message -----
 
-@pytest.mark.parametrize("msg,status", [
-    (None, "ok"),
-    ("", "ok"),
-    ("not_applied: no SEARCH/REPLACE block was found", "not_applied"),
-    ("no_op: the edit leaves the file unchanged", "no_op"),
-    ("syntax_error: the edited file does not compile: line 3: invalid syntax", "syntax_error"),
-    ("invalid answer (try 2): not_applied: SEARCH block 1 does not match the file", "not_applied"),
-    ("invalid answer (try 3): no_op: the edit leaves the file unchanged", "no_op"),
-    ("invalid answer (try 1): syntax_error: the edited file does not compile: line 1", "syntax_error"),
-    ("request failed: APIConnectionError: Connection error.", "llm_failed"),
-    ("invalid answer (try 2): 1 validation error for PlanDraft", "llm_failed"),
+@pytest.mark.parametrize("kind,status", [
+    ("not_applied", "not_applied"), ("no_op", "no_op"), ("syntax_error", "syntax_error"),
+    ("dishonest", "dishonest"), ("invalid_answer", "llm_failed"), ("request_failed", "llm_failed"),
 ])
-def test_status_of(msg, status):
-    assert status_of(msg) == status
+def test_edit_status_reads_the_error_kind(kind, status):
+    from resources.llm import LLMCall, LLMResult
 
-
-def test_status_of_round_trips_edit_errors():
-    for s in ("not_applied", "no_op", "syntax_error"):
-        e = EditError(s, "detail mentioning nothing")
-        assert status_of(str(e)) == s
-        assert status_of(f"invalid answer (try 2): {e}") == s
+    call = LLMCall(stage="s", model="m", prompt_tokens=0, completion_tokens=0)
+    # the message names another status: only the kind counts
+    res = LLMResult(call=call, error="no_op: a message that says something else", error_kind=kind)
+    assert edit_status(res) == status
+    assert edit_status(LLMResult(call=call, value=1)) == "ok"
 
 
 def test_comment_or_docstring_only_edit_is_a_no_op():
@@ -333,7 +324,7 @@ def test_complete_resampled_asks_again_sampled_only_for_the_listed_statuses():
     assert llm.asked[0]["messages"] == llm.asked[1]["messages"]
     llm = ScriptedLLM(_whole(SOURCE))  # never changes anything: bounded
     res, k = complete_resampled(llm, [], stage="s", parse=parse)
-    assert not res.ok and status_of(res.error) == "no_op" and k == NO_OP_RESAMPLES
+    assert not res.ok and edit_status(res) == "no_op" and k == NO_OP_RESAMPLES
     assert len(llm.asked) == 1 + NO_OP_RESAMPLES
     llm = ScriptedLLM(_whole("def broken(:\n"))  # syntax errors only when asked to
     assert complete_resampled(llm, [], stage="s", parse=parse)[1] == 0 and len(llm.asked) == 1

@@ -24,13 +24,14 @@ from schemas.records import RunResult
 def baseline_results(context: dg.AssetExecutionContext, topic_brief: pl.DataFrame, runner: Runner, tracker: Tracker):
     topic = topic_of(topic_brief)
     spec = topic.spec
-    # run_reference runs the reference file in the topic folder: it must be the code topic_brief captured
+    # the baseline runs the code topic_brief captured; the seed repeats of later rounds run the file in the
+    # topic folder, so a changed file means the set-up must be captured again
     if (on_disk := code_sha256(spec.code_path.read_text())) != topic.code_sha256:
         raise ValueError(f"{spec.code} changed since topic_brief captured it (sha256 {topic.code_sha256[:12]}, now "
                          f"{on_disk[:12]}): materialise topic_brief again before the baseline")
     # the same device share as each idea's run gets, so thread counts do not tilt the comparison
     with device_slot(under_home("slots")) as env:
-        result = run_reference(spec, runner, tracker, log=context.log.info, env=env)
+        result = run_reference(spec, runner, tracker, log=context.log.info, env=env, code=topic.code)
     df = to_frame([result], RunResult)
     check = expectation_check(
         "baseline_has_metric", df.with_columns(ok=pl.col("status") == "success"),

@@ -34,7 +34,7 @@ from assets.patched_code.edit_formats import (
     apply_edit,
     check_compiles,
     max_tokens,
-    status_of,
+    edit_status,
 )
 from assets.patched_code.resampling import complete_resampled
 from assets.run_results import prompts
@@ -391,7 +391,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
                                         max_retries=WHOLE_FILE_RETRIES, item=item, round=ask_round)
     a.fix_resamples += resamples
     if not res.ok:
-        a.fix_status, a.fix_error = status_of(res.error), res.error
+        a.fix_status, a.fix_error = edit_status(res), res.error
         return None
     a.fix_status, a.fix_diff = "ok", res.value.diff
     return res.value.code
@@ -523,9 +523,10 @@ def baseline_values(spec: TopicSpec, runner, env: dict[str, str] | None = None,
 
 
 def run_reference(spec: TopicSpec, runner, tracker, log: Callable[[str], None] = print,
-                  env: dict[str, str] | None = None) -> RunResult:
-    """The baseline: the unmodified reference code, no repairs."""
-    code = spec.code_path.read_text()
+                  env: dict[str, str] | None = None, code: str | None = None) -> RunResult:
+    """The baseline: the unmodified reference code, no repairs. `code`: the reference as
+    topic_brief captured it (default: the file in the topic folder, for code outside a round)."""
+    code = spec.code_path.read_text() if code is None else code
     workdir = under_home("workspaces", spec.name, "baseline")
     result = run_with_repair(spec, code, runner=runner, llm=None, workdir=workdir, idea_id=f"{spec.name}/baseline",
                              title="baseline", max_repairs=0, edit_format="whole", log=log, env=env)

@@ -23,7 +23,6 @@ from assets.patched_code.edit_formats.base import (
     _code_only,
     check_compiles,
     edit_status,
-    status_of,
     unified_diff,
 )
 
@@ -31,7 +30,7 @@ FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (whole, search_replace, fun
 EDIT_FORMATS = tuple(FORMATS)
 
 __all__ = ["EDIT_FORMATS", "EDIT_STATUSES", "FORMATS", "WHOLE_FILE_RETRIES", "EditError", "EditResult", "apply_edit",
-           "check_compiles", "edit_format", "edit_status", "instructions", "max_tokens", "status_of", "unified_diff"]
+           "check_compiles", "edit_format", "edit_status", "instructions", "max_tokens", "unified_diff"]
 
 
 def edit_format(name: str) -> ModuleType:

@@ -38,17 +38,6 @@ def edit_status(res) -> str:
     return res.error_kind if res.error_kind in EDIT_STATUSES else "llm_failed"
 
 
-def status_of(error: str | None) -> str:
-    """Compatibility shim, read by no stage of the pipeline: the status an error *message*
-    stands for. Use `edit_status(result)`, which reads the typed `error_kind`."""
-    if not error:
-        return "ok"
-    for s in EDIT_STATUSES:
-        if error.startswith(s) or f": {s}:" in error or f"): {s}:" in error:
-            return s
-    return "llm_failed"
-
-
 def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
