@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAPERS = ROOT / "corpus" / "papers.jsonl"
 CHECKS = ROOT / "corpus" / "checks.jsonl"
 
-MIN_PAPERS = 600          # the size reached by the broad corpus (issue 15); lower it only on purpose
+MIN_PAPERS = 756          # the size reached by the broad corpus (issue 15: >= 600); lower it only on purpose
 FIELDS = {"paper_id", "title", "authors", "year", "venue", "arxiv_id", "summary"}
 NEW_ARXIV = re.compile(r"^(\d{2})(\d{2})\.(\d{4,5})$")        # YYMM.NNNN (2007-2014) / YYMM.NNNNN (2015-)
 TASK_LINE = re.compile(r"Task: [^;]+; input: [^;]+; output: .+\.$")
