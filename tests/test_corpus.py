@@ -184,3 +184,10 @@ def test_dev_sets_are_balanced_and_explained(name):
     assert len(areas) >= 3                                 # same data/other task, same task/other data, unrelated
     assert any(r["note"].startswith("Same data type") for r in rows)
     assert any(r["note"].startswith("Same task") for r in rows)
+
+
+def test_pointcloud_labels_cover_the_whole_corpus(papers):
+    """bench/ranking_bench.py looks up the label of every paper the corpus search returns for the
+    point-cloud topic, so every corpus paper needs one (most are 'other', not relevant)."""
+    labelled = {r["paper_id"] for r in _rows(LABELS / "pointcloud_relevance.jsonl")}
+    assert sorted({p["paper_id"] for p in papers} - labelled) == []
