@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PAPERS = ROOT / "corpus" / "papers.jsonl"
 CHECKS = ROOT / "corpus" / "checks.jsonl"
 
-MIN_PAPERS = 756          # the size reached by the broad corpus (issue 15: >= 600); lower it only on purpose
+MIN_PAPERS = 756  # the size reached by the broad corpus (issue 15: >= 600); lower it only on purpose
 FIELDS = {"paper_id", "title", "authors", "year", "venue", "arxiv_id", "summary"}
-NEW_ARXIV = re.compile(r"^(\d{2})(\d{2})\.(\d{4,5})$")        # YYMM.NNNN (2007-2014) / YYMM.NNNNN (2015-)
+NEW_ARXIV = re.compile(r"^(\d{2})(\d{2})\.(\d{4,5})$")  # YYMM.NNNN (2007-2014) / YYMM.NNNNN (2015-)
 TASK_LINE = re.compile(r"Task: [^;]+; input: [^;]+; output: .+\.$")
 SOURCE = re.compile(r"^github:[A-Za-z0-9][\w.-]*/[\w.-]+$")
 FIELD_NAMES = {"title", "arxiv_id", "year", "first_author"}
@@ -95,9 +95,9 @@ def test_arxiv_ids_valid_and_consistent_with_year(papers):
         ayear = 2000 + yy
         if not 1 <= mm <= 12 or ayear < 2007:
             bad.append((p["paper_id"], aid, "month/year"))
-        elif (len(num) == 5) != (ayear >= 2015):       # five-digit numbers started in January 2015
+        elif (len(num) == 5) != (ayear >= 2015):  # five-digit numbers started in January 2015
             bad.append((p["paper_id"], aid, "digits"))
-        elif not -1 <= p["year"] - ayear <= 3:          # preprint in the publication year or up to 3 years before
+        elif not -1 <= p["year"] - ayear <= 3:  # preprint in the publication year or up to 3 years before
             # (-1: a few papers, e.g. AMSGrad at ICLR 2018, reached arXiv only after the venue)
             bad.append((p["paper_id"], aid, f"year {p['year']}"))
     assert bad == []
@@ -110,21 +110,24 @@ def test_summaries_end_with_task_line(papers):
         if not isinstance(s, str) or len(s.split()) < 20 or s.count("Task: ") != 1:
             bad.append(p["paper_id"])
             continue
-        if not TASK_LINE.search(s[s.index("Task: "):]):
+        if not TASK_LINE.search(s[s.index("Task: ") :]):
             bad.append(p["paper_id"])
     assert bad == []
 
 
 def test_summary_is_not_the_title(papers):
     """Summaries are written in our own words: none repeats its (multi-word) title verbatim."""
-    assert [p["paper_id"] for p in papers
-            if len(_norm(p["title"]).split()) >= 4 and _norm(p["title"]) in _norm(p["summary"])] == []
+    assert [
+        p["paper_id"]
+        for p in papers
+        if len(_norm(p["title"]).split()) >= 4 and _norm(p["title"]) in _norm(p["summary"])
+    ] == []
 
 
 def test_every_paper_has_a_check(papers, checks):
     ids = {p["paper_id"] for p in papers}
     assert sorted(ids - set(checks)) == []
-    assert sorted(set(checks) - ids) == []          # no stale records
+    assert sorted(set(checks) - ids) == []  # no stale records
 
 
 def test_check_records_name_a_source_and_what_matched(papers, checks):
@@ -155,13 +158,18 @@ def test_check_records_name_a_source_and_what_matched(papers, checks):
 
 def test_fuzzy_title_matches_are_strong(checks):
     """A title confirmed only word by word ("title~NN%") must have matched at least 75% of its words."""
-    weak = [pid for pid, c in checks.items() for r in [c, *c.get("also", [])] for m in r["matched"]
-            if m.startswith("title~") and int(m[len("title~"):].rstrip("%")) < 75]
+    weak = [
+        pid
+        for pid, c in checks.items()
+        for r in [c, *c.get("also", [])]
+        for m in r["matched"]
+        if m.startswith("title~") and int(m[len("title~") :].rstrip("%")) < 75
+    ]
     assert weak == []
 
 
 LABELS = ROOT / "bench" / "labels"
-DEV_SETS = ("diabetes_relevance.jsonl", "forecasting_relevance.jsonl")   # topics outside vision/NLP
+DEV_SETS = ("diabetes_relevance.jsonl", "forecasting_relevance.jsonl")  # topics outside vision/NLP
 
 
 @pytest.mark.parametrize("path", sorted(LABELS.glob("*_relevance.jsonl")), ids=lambda p: p.name)
@@ -178,10 +186,10 @@ def test_dev_sets_are_balanced_and_explained(name):
     rows = _rows(LABELS / name)
     relevant = sum(r["relevant"] for r in rows)
     assert len(rows) >= 40
-    assert 0.25 <= relevant / len(rows) <= 0.45            # about a third relevant
+    assert 0.25 <= relevant / len(rows) <= 0.45  # about a third relevant
     assert all(len(r.get("note", "").split()) >= 3 for r in rows), "every label carries a one-line reason"
     areas = {r["area"] for r in rows if not r["relevant"]}
-    assert len(areas) >= 3                                 # same data/other task, same task/other data, unrelated
+    assert len(areas) >= 3  # same data/other task, same task/other data, unrelated
     assert any(r["note"].startswith("Same data type") for r in rows)
     assert any(r["note"].startswith("Same task") for r in rows)
 
