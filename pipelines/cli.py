@@ -323,9 +323,9 @@ def drive(args, console, instance, spec, last: int) -> int:
     from pipelines.loop import decide_next_round
     from resources.devices import parallel_limit
     from resources.local_llm import server_status
-    from resources.store import Store
+    from resources.store import record_store
 
-    store = Store()
+    store = record_store()
     if spec.name not in instance.get_dynamic_partitions(topic_partitions.name):
         instance.add_dynamic_partitions(topic_partitions.name, [spec.name])
     llm = build_resources(resolved=True)["llm"]  # only to name the model and stop a server it starts
@@ -337,7 +337,15 @@ def drive(args, console, instance, spec, last: int) -> int:
                   f"experiments in parallel: {parallel}, DAGSTER_HOME={os.environ['DAGSTER_HOME']}")
     setup_stages = [a.key.to_user_string() for a in TOPIC_ASSETS]
     round_stages = [a.key.to_user_string() for a in ROUND_ASSETS]
-    need_setup = not setup_done(instance, spec.name)
+    from assets.shared.topics import stale_reason
+
+    from schemas.topic import load_topic
+
+    on_disk = load_topic(spec.path)  # as topic.yaml says (without --rounds): what the set-up captures
+    stale = setup_done(instance, spec.name) and stale_reason(store.read("topic_brief", spec.name), on_disk)
+    need_setup = not setup_done(instance, spec.name) or bool(stale)
+    if stale:  # the set-up captures the spec and code every later stage uses
+        console.print(f"{spec.name}: {stale}: its set-up runs again", highlight=False)
     t_start = time.monotonic()
     stages: list[dict] = []
     rounds: list[dict] = []
@@ -422,14 +430,15 @@ def drive(args, console, instance, spec, last: int) -> int:
 def print_verdicts(console, topic: str, rounds: list[str]) -> None:
     from rich.table import Table
 
-    from resources.store import Store
+    from pipelines.debug_cli import plain
+    from resources.store import record_store
     from schemas.frames import from_frame
     from schemas.records import Feedback
 
     def fmt(v):
         return "" if v is None else f"{v:.4f}"
 
-    store = Store()
+    store = record_store()
     table = Table(title=f"{topic}: verdicts against the baseline")
     from assets.feedback_summary.feedback import verdict_cells
 
@@ -442,9 +451,10 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
             continue
         for f in from_frame(df, Feedback):
             cells = verdict_cells(f)  # the seed test behind the verdict
-            table.add_row(rk, f.name, f"[{colours[f.verdict]}]{f.verdict}[/]", fmt(f.metric_value),
+            # names and reasons come from the LLM and from scripts' errors: printed as plain text
+            table.add_row(rk, plain(f.name), f"[{colours[f.verdict]}]{f.verdict}[/]", fmt(f.metric_value),
                           fmt(f.baseline_value), cells["mean_diff"], cells["interval_95"], cells["seeds"],
-                          f.reason[:70])
+                          plain(f.reason[:70]))
     console.print(table)
 
 
@@ -457,9 +467,9 @@ def cmd_status(args) -> int:
     from assets.feedback_summary.feedback import progress_rows
     from assets.shared.metadata import round_usage
     from assets.shared.partitions import multi_key
-    from resources.store import Store
+    from resources.store import record_store
 
-    store = Store()
+    store = record_store()
     console = _console()
     instance = dg.DagsterInstance.get()
     stages = [a.key.to_user_string() for a in ROUND_ASSETS]

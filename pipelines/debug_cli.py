@@ -133,7 +133,9 @@ def cmd_debug(args) -> int:
     output = Path(args.output).resolve() if args.output else default_output(script)
     if (why := _folder_too_big(script.parent)) is not None:
         return fail(why)
-    unsandboxed = os.environ.get("RESEARCHLOOP_UNSANDBOXED", "") == "1"
+    from resources.runner import unsandboxed_by_environment
+
+    unsandboxed = unsandboxed_by_environment()
     if not unsandboxed:
         from resources.runner import sandbox_available
 
@@ -160,7 +162,9 @@ def cmd_debug(args) -> int:
     llm = None
     started_server = False
     if args.max_attempts > 0:
-        llm = LLM(edit_format=os.environ.get("RESEARCHLOOP_EDIT_FORMAT", "auto") if args.edit_format == "auto"
+        from resources.settings import settings
+
+        llm = LLM(edit_format=settings().edit_format if args.edit_format == "auto"
                   else args.edit_format)
         if llm.is_local():
             from resources.local_llm import server_status

@@ -7,7 +7,7 @@ from pipelines.guards import TOPIC_TAG, fail_stale_runs, lock_held, topic_busy
 from pipelines.jobs import research_round_job, topic_setup_job
 from pipelines.loop import decide_next_round
 from resources.paths import experiments_root
-from resources.store import Store, split_partition_key
+from resources.store import record_store, split_partition_key
 from schemas.topic import TopicSpecError, discover_topics, load_topic
 
 
@@ -28,14 +28,44 @@ def topic_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
             context.log.info(f"{t}: not set up here, a `researchloop run` holds its lock")
         else:
             new.append(t)
+    again = _changed_topics(context, {t: valid[t] for t in sorted(set(valid) & known)})
     skip = None
-    if not new:
-        skip = "no new topic folders" + (f"; invalid: {'; '.join(errors.values())}" if errors else "")
+    if not new and not again:
+        skip = "no new or changed topic folders" + (f"; invalid: {'; '.join(errors.values())}" if errors else "")
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=t, run_key=f"setup:{t}", tags={TOPIC_TAG: t}) for t in new],
+        run_requests=[dg.RunRequest(partition_key=t, run_key=f"setup:{t}", tags={TOPIC_TAG: t}) for t in new]
+        + [dg.RunRequest(partition_key=t, run_key=f"setup:{t}:{digest}", tags={TOPIC_TAG: t})
+           for t, digest in again],
         dynamic_partitions_requests=[topic_partitions.build_add_request(new)] if new else [],
         skip_reason=skip,
     )
+
+
+def _changed_topics(context, specs: dict) -> list[tuple[str, str]]:
+    """(topic, digest of its topic.yaml and reference code) for each registered topic whose stored
+    topic_brief no longer matches the folder: its set-up runs again (once per change: the digest is
+    in the run key), so later rounds use the new spec and code, captured. A topic without a brief
+    yet (set-up in flight or failed), locked by a CLI or with a run in flight is left alone."""
+    import hashlib
+
+    from assets.shared.topics import stale_reason
+
+    store = record_store()
+    out = []
+    for t, spec in specs.items():
+        try:
+            brief = store.read("topic_brief", t)
+            if brief is None or lock_held(t) or topic_busy(context.instance, t):
+                continue
+            why = stale_reason(brief, spec)
+            if why is None:
+                continue
+            digest = hashlib.sha256((spec.path / "topic.yaml").read_bytes() + spec.code_path.read_bytes()).hexdigest()[:16]
+            context.log.info(f"{t}: {why}: its set-up runs again")
+            out.append((t, digest))
+        except Exception as e:  # noqa: BLE001  one bad topic must not stop the others
+            context.log.warning(f"{t}: cannot tell whether it changed: {type(e).__name__}: {e}")
+    return out
 
 
 def _candidates(instance, asset: str, cursor: str | None, log) -> tuple[list[tuple[str, str | None, str]], str | None]:
@@ -54,7 +84,7 @@ def _candidates(instance, asset: str, cursor: str | None, log) -> tuple[list[tup
     return found, res.cursor
 
 
-def _decide(instance, topic: str, finished: str | None, run_id: str, store: Store, log) -> tuple[str | None, bool]:
+def _decide(instance, topic: str, finished: str | None, run_id: str, store, log) -> tuple[str | None, bool]:
     """(round to start or None, whether to look again next tick because the topic is busy)."""
     try:
         spec = load_topic(experiments_root() / topic)
@@ -84,7 +114,7 @@ def round_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         fail_stale_runs(context.instance, log=log.warning)
     except Exception as e:  # noqa: BLE001  the rounds can still be decided
         log.warning(f"stale-run cleanup failed: {type(e).__name__}: {e}")
-    store = Store()
+    store = record_store()
     todo = [tuple(d) for d in cursors.pop("deferred", [])]  # busy topics from earlier ticks
     for asset in ("baseline_results", "feedback_summary"):
         found, cursors[asset] = _candidates(context.instance, asset, cursors.get(asset), log)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from resources.paths import REPO_ROOT
+from resources.settings import settings
 
 
 def main() -> int:
@@ -19,11 +20,11 @@ def main() -> int:
     env = dict(os.environ)
     env.setdefault("DAGSTER_HOME", str(REPO_ROOT / "dagster_home"))
     env.setdefault("HF_HUB_OFFLINE", "1")
-    port = env.get("RESEARCHLOOP_UI_PORT", "3000")
+    port = str(settings().ui_port)
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
            "-h", "127.0.0.1", "-p", port]
     print(f"Dagster UI: http://127.0.0.1:{port}  (DAGSTER_HOME={env['DAGSTER_HOME']}; Ctrl-C to stop)", flush=True)
-    from resources.local_llm import server_status, stop_server
+    from resources.local_llm import release_server, server_status
 
     before = (server_status() or {}).get("pid") if (server_status() or {}).get("alive") else None  # stays up
     child = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env)
@@ -38,7 +39,7 @@ def main() -> int:
     finally:
         now = (server_status() or {}).get("pid")
         if now is not None and now != before:  # started by a step of this UI session
-            stop_server()
+            release_server()  # unless another loop holds a lease on it
     return code
 
 

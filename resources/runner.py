@@ -92,6 +92,7 @@ import psutil
 import pydantic
 
 from resources.safe_io import read_tail, safe_read  # noqa: F401  (the one tail reader; re-exported)
+from resources.settings import settings
 
 log = logging.getLogger(__name__)
 
@@ -328,8 +329,8 @@ def build_env(workdir: Path, python: str, env: dict[str, str] | None = None) -> 
 def default_hidden_paths() -> list[Path]:
     """Dirs replaced by an empty tmpfs in the sandbox: $HOME, /root, DAGSTER_HOME(s)."""
     out = [Path.home(), Path("/root"), REPO_ROOT / "dagster_home"]
-    if os.environ.get("DAGSTER_HOME"):
-        out.append(Path(os.environ["DAGSTER_HOME"]))
+    if home := settings().dagster_home:
+        out.append(Path(home))
     return out
 
 
@@ -416,7 +417,7 @@ def system_ro_paths() -> list[Path]:
     """The host dirs every sandbox sees read-only: /usr (binaries, libraries, Debian's data sets
     such as /usr/share/datasets) and /sys (CPU/GPU topology for torch), plus the dirs named in
     $RESEARCHLOOP_SANDBOX_RO."""
-    extra = [Path(p) for p in os.environ.get(SANDBOX_RO_ENV, "").split(os.pathsep) if p.strip()]
+    extra = [Path(p) for p in settings().sandbox_ro.split(os.pathsep) if p.strip()]
     return [Path("/usr"), Path("/sys"), *extra]
 
 
@@ -900,7 +901,7 @@ def unsandboxed_by_environment() -> bool:
     """The one switch that turns the sandbox off: RESEARCHLOOP_UNSANDBOXED=1 in the environment
     of the process that runs the code, read at each run (never run config, which the UI's
     launchpad could set)."""
-    return os.environ.get(UNSANDBOXED_ENV, "") == "1"
+    return settings().unsandboxed
 
 
 class Runner(dg.ConfigurableResource):

@@ -14,6 +14,7 @@ from pipelines.loop import next_round
 from pipelines.sensors import round_sensor, topic_sensor
 from resources.store import Store
 from schemas.topic import load_topic
+from tests.briefs import store_brief
 
 TOPIC = "toy_classification"
 
@@ -131,7 +132,7 @@ def test_topic_sensor_second_evaluation_requests_nothing(exp, instance):
     assert r.run_requests == [] and r.dynamic_partitions_requests == []
     assert r.skip_reason is not None
     msg = r.skip_reason.skip_message
-    assert msg.startswith("no new topic folders")
+    assert msg.startswith("no new or changed topic folders")
     assert "broken" in msg and "field 'metric.goal'" in msg
 
 
@@ -150,7 +151,7 @@ def test_topic_sensor_picks_up_a_new_folder(exp, instance):
 def test_topic_sensor_no_errors_skip_message(home, instance):
     instance.add_dynamic_partitions("topics", [TOPIC])
     r = topic_sensor(dg.build_sensor_context(instance=instance))
-    assert r.skip_reason.skip_message == "no new topic folders"
+    assert r.skip_reason.skip_message == "no new or changed topic folders"
 
 
 # -- round_sensor -----------------------------------------------------------------------
@@ -333,3 +334,19 @@ def test_stale_run_of_a_dead_launcher_is_marked_failed(instance):
     status = {r.run_id: r.status for r in instance.get_runs()}
     assert status[stale.run_id] == dg.DagsterRunStatus.FAILURE
     assert status[live.run_id] == status[daemon.run_id] == dg.DagsterRunStatus.STARTED
+
+
+def test_topic_sensor_sets_up_a_changed_topic_again_once_per_change(home, instance):
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    store_brief(spec(home))
+    assert topic_sensor(dg.build_sensor_context(instance=instance)).run_requests == []  # unchanged
+    y = home / "experiments" / TOPIC / "topic.yaml"
+    y.write_text(y.read_text().replace("tolerance: 0.005", "tolerance: 0.01"))
+    first = topic_sensor(dg.build_sensor_context(instance=instance)).run_requests
+    code = spec(home).code_path
+    code.write_text(code.read_text() + "\n# edited\n")
+    second = topic_sensor(dg.build_sensor_context(instance=instance)).run_requests
+    assert [r.partition_key for r in second] == [TOPIC]
+    assert second[0].run_key.startswith(f"setup:{TOPIC}:")
+    assert [r.partition_key for r in first] == [TOPIC]
+    assert first[0].run_key != second[0].run_key  # each change has its own run key

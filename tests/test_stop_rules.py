@@ -9,6 +9,7 @@ from resources.store import Store
 from schemas.frames import to_frame
 from schemas.records import Feedback
 from schemas.topic import TopicSpec, load_topic
+from tests.briefs import store_brief
 
 TOPIC = "toy_classification"
 
@@ -130,6 +131,7 @@ def test_cli_and_sensor_stop_for_the_same_reason(home, monkeypatch, capsys, budg
     instance.add_dynamic_partitions("rounds", ["r1"])
     for asset in ("topic_brief", "baseline_results"):
         instance.report_runless_asset_event(dg.AssetMaterialization(asset, partition=TOPIC))
+    store_brief(load_topic(topic_yaml.parent))  # the set-up's record, as it captured the topic
     pk = str(dg.MultiPartitionKey({"topic": TOPIC, "round": "r1"}))
     instance.report_runless_asset_event(dg.AssetMaterialization("ideas", partition=pk, metadata=usage))
     instance.report_runless_asset_event(dg.AssetMaterialization("feedback_summary", partition=pk))
@@ -161,6 +163,7 @@ def test_cli_round_budget_is_its_rounds_flag(home, monkeypatch, capsys):
     for asset in ("topic_brief", "baseline_results"):
         instance.add_dynamic_partitions("topics", [TOPIC])
         instance.report_runless_asset_event(dg.AssetMaterialization(asset, partition=TOPIC))
+    store_brief(load_topic(home / "experiments" / TOPIC))
     assert cli.main(["run", "--topic", TOPIC, "--rounds", "1"]) == 0
     assert "stopped before r2: round budget spent (1/1)" in capsys.readouterr().out
     assert instance.get_runs() == []
