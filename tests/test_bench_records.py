@@ -19,7 +19,7 @@ from resources.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "bench" / "RESULTS.md"
 NO_RECORD = "no record; not a result"
-SCRIPT = re.compile(r"bench/[\w/]+\.py\b")
+SCRIPT = re.compile(r"bench/[\w/]+\.py\b|-m bench\.\w+")  # a file, or the module `python -m` runs
 RECORD = re.compile(r"bench/[\w/.-]+\.(?:json|parquet)(?![\w])")
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 SAMPLE = re.compile(r"in-sample|held-out|held out|not a sample", re.IGNORECASE)
@@ -61,7 +61,8 @@ def section_problems(head: str, body: str) -> list[str]:
         if figures := FIGURE.findall(body):
             out.append(f"a history section keeps figures: {figures[:5]}")
         return out
-    scripts, records = set(SCRIPT.findall(body)), set(RECORD.findall(body))
+    scripts = {s if s.endswith(".py") else s.replace("-m bench.", "bench/") + ".py" for s in SCRIPT.findall(body)}
+    records = set(RECORD.findall(body))
     if not scripts:
         out.append("names no script in bench/")
     out += [f"script {s} does not exist" for s in scripts if not (REPO_ROOT / s).is_file()]
@@ -112,6 +113,9 @@ def test_the_checks_catch_unsupported_numbers():
         "x", prose.replace("held-out", "whatever"))
     assert "script bench/nothing.py does not exist" in section_problems(
         "x", prose.replace("bench/repair_bench.py", "bench/nothing.py"))
+    assert section_problems("x", prose.replace("`bench/repair_bench.py`", "`python -m bench.repair_bench`")) == []
+    assert "script bench/nothing.py does not exist" in section_problems(
+        "x", prose.replace("`bench/repair_bench.py`", "`python -m bench.nothing`"))
     history = "**No record; not a result.** It took 1615 s and fixed 12/19 at 0.7925.\n"
     problems = section_problems("x", history)
     assert problems and "1615 s" in problems[0] and "12/19" in problems[0]
