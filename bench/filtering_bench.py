@@ -1,6 +1,7 @@
 """Time and tokens of the filtering stage (independence + the novelty loop) on the local model,
 for 10 fixed ideas on the shipped point-cloud topic, through the same code the
-`filtered_ideas` asset calls (assets.filtered_ideas.filtering.filter_ideas + assets.filtered_ideas.novelty.novelty_check).
+`filtered_ideas` asset calls (assets.filtered_ideas.filtering.filter_ideas +
+assets.filtered_ideas.novelty.novelty_check).
 
     DAGSTER_HOME=/tmp/rl_bench_home .venv/bin/python -m bench.filtering_bench
 

@@ -36,7 +36,8 @@ def scores(sims: list[float], labels: list[bool], t: float) -> dict:
     fn = sum(s < t and y for s, y in zip(sims, labels))
     tn = len(sims) - tp - fp - fn
     return {"threshold": t, "tp": tp, "fp": fp, "fn": fn, "tn": tn, "accuracy": (tp + tn) / len(sims),
-            "precision": tp / (tp + fp) if tp + fp else float("nan"), "recall": tp / (tp + fn) if tp + fn else float("nan")}
+            "precision": tp / (tp + fp) if tp + fp else float("nan"),
+            "recall": tp / (tp + fn) if tp + fn else float("nan")}
 
 
 def best_threshold(sims: list[float], labels: list[bool]) -> tuple[dict, tuple[float, float]]:

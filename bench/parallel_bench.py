@@ -77,7 +77,8 @@ seed_round({topic!r}, "r1", {n})
 inst = dg.DagsterInstance.get()
 inst.add_dynamic_partitions("topics", [{topic!r}]); inst.add_dynamic_partitions("rounds", ["r1"])
 t0 = time.monotonic()
-ok, failed, run_id, _ = materialize_stage(run_results, multi_key({topic!r}, "r1"), inst, build_resources(resolved=True), {parallel})
+ok, failed, run_id, _ = materialize_stage(run_results, multi_key({topic!r}, "r1"), inst,
+                                          build_resources(resolved=True), {parallel})
 wall = time.monotonic() - t0
 from resources.store import Store
 df = Store().read("run_results", {topic!r}, "r1")
@@ -117,8 +118,10 @@ def main() -> None:
         "",
         "| workers | how | wall s | statuses | metrics |",
         "|---|---|---|---|---|",
-        f"| 1 | in-process steps, 2 threads per experiment | {rows[1]['wall_s']} | {rows[1]['status']} | {rows[1]['metric']} |",
-        f"| 2 | multiprocess executor, 1 thread per experiment | {rows[2]['wall_s']} | {rows[2]['status']} | {rows[2]['metric']} |",
+        f"| 1 | in-process steps, 2 threads per experiment | {rows[1]['wall_s']} | {rows[1]['status']} | "
+        f"{rows[1]['metric']} |",
+        f"| 2 | multiprocess executor, 1 thread per experiment | {rows[2]['wall_s']} | {rows[2]['status']} | "
+        f"{rows[2]['metric']} |",
         "",
         f"Wall-time ratio 1 worker / 2 workers: **{ratio:.2f}x**.",
     ])

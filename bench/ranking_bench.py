@@ -144,7 +144,8 @@ def offline_rows(attr_scores, papers, labels) -> list[tuple[str, dict]]:
              {s.paper_id for s in ok if is_kept(score_attributes("same_task", agreement(sims[s.paper_id])))})]
     for m, p in ((0.5, 0.3), (0.55, 0.35), (0.6, 0.4), (0.65, 0.45), (0.7, 0.5)):
         rows.append((f"combined, match >= {m}, partial >= {p}",
-                     {s.paper_id for s in ok if is_kept(score_attributes(s.relevance, agreement(sims[s.paper_id], m, p)))}))
+                     {s.paper_id for s in ok
+                      if is_kept(score_attributes(s.relevance, agreement(sims[s.paper_id], m, p)))}))
     return [(label, evaluate(kept, papers, labels)) for label, kept in rows]
 
 

@@ -1,10 +1,12 @@
 """Repair rate of traceback-guided debugging (DOLPHIN 3.2, Table 4) on the broken suite.
 
 Every variant in bench/broken/<suite>/manifest.jsonl is a topic's experiment with one bug
-(an edit of the reference, bench/broken_suite.py). For each debugging mode (structure / traceback / error) the repair loop
+(an edit of the reference, bench/broken_suite.py). For each debugging mode (structure / traceback /
+error) the repair loop
 (`assets.run_results.experimenting.run_with_repair`, the same code the loop and `researchloop debug`
 use) runs it with the topic's quick `check` command (a dry run that executes every line on
-tiny data), asks the LLM for up to MAX_REPAIRS fixes (default: the topic budget's default, 5), and applies the honesty check.
+tiny data), asks the LLM for up to MAX_REPAIRS fixes (default: the topic budget's default, 5), and
+applies the honesty check.
 A variant counts as repaired only if the repaired file's FULL run (the topic's `run` command)
 then exits 0 and writes the metric (bench/repair_scoring.py); each row records the dry run's
 and the full run's outcome and the final code.
@@ -184,7 +186,8 @@ def table(rows: list[dict], modes: list[str]) -> str:
                 mark = f"dry run passed, full run failed: {(r['full_run_error'] or '')[:80]}" if dry else "failed"
             if dry:
                 mark += f" ({r['repairs']} fix{'es' if r['repairs'] != 1 else ''}"
-                mark += f", {r['resamples']} sampled re-ask{'s' if r['resamples'] != 1 else ''})" if r.get("resamples") else ")"
+                resamples = r.get("resamples", 0)
+                mark += f", {resamples} sampled re-ask{'s' if resamples != 1 else ''})" if resamples else ")"
             elif r["fix_statuses"] and r["fix_statuses"][-1] != "ok":
                 mark += f" ({r['fix_statuses'][-1]})"
             cells.append(mark)
@@ -197,7 +200,8 @@ def summary(rows: list[dict], modes: list[str]) -> str:
     """Per mode: repair rate and the cost of the LLM calls that were not served from the cache
     (a cache hit records no tokens and no time)."""
     full = scored(rows)
-    out = ["| mode | " + ("repaired (full run scores) | dry run passes | " if full else "dry run passes (no full run) | ")
+    out = ["| mode | "
+           + ("repaired (full run scores) | dry run passes | " if full else "dry run passes (no full run) | ")
            + "within 2 repairs | honesty rejections | repairs asked | fixes undone | "
            "LLM calls per repair | s per LLM call | output tokens per LLM call | prompt tokens per LLM call |",
            "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if full else "")]  # a call counts its retry
@@ -221,7 +225,8 @@ def summary(rows: list[dict], modes: list[str]) -> str:
         out.append(f"| {m} | {rate} | {within2}/{len(rs)} | {dishonest} | {asked} | "
                    f"{sum(r.get('reverted', 0) for r in rs)} | "
                    f"{sum(r['llm_calls'] for r in rs) / asked:.1f} | {sum(r['llm_s'] for r in rs) / fresh:.0f} | "
-                   f"{sum(r['completion_tokens'] for r in rs) / fresh:.0f} | {sum(r['prompt_tokens'] for r in rs) / fresh:.0f} |")
+                   f"{sum(r['completion_tokens'] for r in rs) / fresh:.0f} | "
+                   f"{sum(r['prompt_tokens'] for r in rs) / fresh:.0f} |")
     return "\n".join(out)
 
 
@@ -330,7 +335,7 @@ def render(d: dict) -> str:
         lines.append("")
         pending = {m: v for m, v in re_.get("not_rescored", {}).items() if not v.startswith("0/")}
         lines.append(f"Re-scored: dry-run based {before}; by the full run {after or '(in progress)'}"
-                     + (f"; dry-run passes whose full run was not made before the re-score's deadline: "
+                     + ("; dry-run passes whose full run was not made before the re-score's deadline: "
                         + ", ".join(f"{m} {v}" for m, v in pending.items()) if pending else "") + ".")
     return "\n".join(lines + [
         "",

@@ -61,11 +61,15 @@ def summarise(rows: list[dict]) -> str:
         spread = (f"{statistics.mean(per_seed):.4f} ± {statistics.stdev(per_seed):.4f} (n={len(per_seed)})"
                   if ok and len(per_seed) > 1 else "-")
         same = "identical" if a["value"] == b["value"] else "DIFFER"
-        fmt = lambda v: "failed" if v is None else f"{v:.4f}"
+
+        def fmt(v):
+            return "failed" if v is None else f"{v:.4f}"
+
         train = ", ".join(f"{r['train_time_s']:.1f}" for r in rs if r["train_time_s"] is not None)
         loads = ", ".join(str(r["load"]) for r in rs)
         lines.append(f"| {topic} | {a['metric']} | {fmt(a['value'])} / {fmt(b['value'])} ({same}) | {spread} | "
-                     f"{a['wall_s']:.1f} / {b['wall_s']:.1f} | {train} | {max(r['peak_mb'] for r in rs):.0f} | {loads} |")
+                     f"{a['wall_s']:.1f} / {b['wall_s']:.1f} | {train} | {max(r['peak_mb'] for r in rs):.0f} | "
+                     f"{loads} |")
     return "\n".join(lines)
 
 
