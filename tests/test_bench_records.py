@@ -185,3 +185,10 @@ def test_make_bench_renders_a_section_the_records_check_accepts(monkeypatch, tmp
     assert section_problems(head, rest) == ["record bench/records/make_bench.json does not exist"]
     assert "median 32.0 s over 3 runs" in body and "(the same every run)" in body
     assert "<!-- bench:make-bench:begin -->" in RESULTS.read_text()  # the section make bench rewrites exists
+
+
+def test_topics_section_is_its_record_rendered(monkeypatch, tmp_path):
+    tb = _bench_module("topics_bench", monkeypatch, tmp_path)
+    rec = json.loads((REPO_ROOT / "bench" / "records" / "topics.json").read_text())
+    assert {r["topic"] for r in rec["rows"]} <= set(tb.TOPICS)
+    assert _section("topics") == tb.render(rec).strip()
