@@ -338,7 +338,6 @@ def drive(args, console, instance, spec, last: int) -> int:
     setup_stages = [a.key.to_user_string() for a in TOPIC_ASSETS]
     round_stages = [a.key.to_user_string() for a in ROUND_ASSETS]
     from assets.shared.topics import stale_reason
-
     from schemas.topic import load_topic
 
     on_disk = load_topic(spec.path)  # as topic.yaml says (without --rounds): what the set-up captures

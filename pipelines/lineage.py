@@ -30,7 +30,8 @@ def _topic_section(store: RecordStore | Store, topic: str, round_key: str) -> li
         out += ["## topic", f"- {b.title}: task {b.task!r}, input {b.input!r}, output {b.output!r} "
                             f"({b.metric_goal} {b.metric_name})", f"- literature query: {b.search_query!r}"]
         if b.code_sha256:
-            out.append(f"- reference code sha256 {b.code_sha256[:16]} (as topic_brief captured it; every stage used it)")
+            out.append(f"- reference code sha256 {b.code_sha256[:16]} "
+                       "(as topic_brief captured it; every stage used it)")
     ranks = store.read("paper_rankings", topic, round_key)
     if ranks is not None:
         scores = from_frame(ranks, PaperScore)
@@ -79,7 +80,8 @@ def idea_lineage(idea_id: str, store: RecordStore | Store | None = None) -> str:
     out += [f"- {b}" for b in idea.builds_on_ideas] or ["- (none)"]
     evidence = [f"{pid} ({t})" for pid, t in zip(idea.novelty_evidence, idea.novelty_evidence_titles)] \
         or idea.novelty_evidence
-    out += ["## filter", f"- max similarity to the idea bank {idea.max_similarity:.3f} (nearest: {idea.nearest_bank_idea})",
+    out += ["## filter",
+            f"- max similarity to the idea bank {idea.max_similarity:.3f} (nearest: {idea.nearest_bank_idea})",
             f"- independent: {idea.independent}; novel: {idea.novel} ({idea.novelty_reason})",
             f"- novelty queries: {'; '.join(repr(q) for q in idea.novelty_queries) or '(none)'}",
             f"- novelty evidence: {', '.join(evidence) or '(none)'}"

@@ -60,7 +60,8 @@ def _changed_topics(context, specs: dict) -> list[tuple[str, str]]:
             why = stale_reason(brief, spec)
             if why is None:
                 continue
-            digest = hashlib.sha256((spec.path / "topic.yaml").read_bytes() + spec.code_path.read_bytes()).hexdigest()[:16]
+            spec_and_code = (spec.path / "topic.yaml").read_bytes() + spec.code_path.read_bytes()
+            digest = hashlib.sha256(spec_and_code).hexdigest()[:16]
             context.log.info(f"{t}: {why}: its set-up runs again")
             out.append((t, digest))
         except Exception as e:  # noqa: BLE001  one bad topic must not stop the others

@@ -83,9 +83,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import dagster as dg
 import psutil

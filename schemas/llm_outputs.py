@@ -2,7 +2,7 @@
 `response_format`). Categories instead of numbers where the small local model cannot grade."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -50,7 +50,7 @@ class PaperRelevance(_Strict):
     relevance: Relevance
 
 
-@lru_cache(maxsize=None)
+@cache
 def paper_batch(item: type[BaseModel], n: int) -> type[BaseModel]:
     """The answer for n papers judged in one request: exactly n items, in the papers' order
     (the grammar enforces the count). One class per (item, n), named e.g. PaperAttributesBatch."""
@@ -82,7 +82,8 @@ class NoveltyQuery(_Strict):
 class NoveltyStep(_Strict):
     """A step of the novelty check that may ask for one more search instead of deciding."""
     closest_paper: int = Field(description="number of the closest paper, 0 if none")
-    reason: str = Field(max_length=120, description="how the closest paper differs from the idea, or that it does the same")
+    reason: str = Field(max_length=120,
+                        description="how the closest paper differs from the idea, or that it does the same")
     decision: Literal["search_again", "novel", "not_novel"]
     query: str = Field(max_length=80, description="the next search query if search_again, else empty")
 
@@ -90,7 +91,8 @@ class NoveltyStep(_Strict):
 class NoveltyJudgement(_Strict):
     """The last step of the novelty check: a decision."""
     closest_paper: int = Field(description="number of the closest paper, 0 if none")
-    reason: str = Field(max_length=160, description="how the closest paper differs from the idea, or that it does the same")
+    reason: str = Field(max_length=160,
+                        description="how the closest paper differs from the idea, or that it does the same")
     decision: Literal["novel", "not_novel"]
 
 

@@ -134,14 +134,17 @@ class Attempt(BaseModel):
     error: str | None = None
     frames: list[TraceFrame] = []
     local_structure: str = ""
-    error_notes: str = ""           # what the error means + definitions of the names it is about (assets/run_results/error_notes.py)
+    # what the error means + definitions of the names it is about (assets/run_results/error_notes.py)
+    error_notes: str = ""
     analysis: str = ""              # the LLM's error-related code structure ("structure" debugging)
     fix_status: str | None = None   # ok | not_applied | no_op | syntax_error | dishonest | llm_failed
     fix_error: str | None = None    # why the repair after this attempt failed
     fix_diff: str = ""
     fix_resamples: int = 0          # sampled re-asks after fixes that changed nothing
-    fix_rounds: int = 0             # repairs asked after this attempt (each counts against the budget; >1: unusable answers)
-    reverted: bool = False          # the fix before this attempt broke the script; the next fix starts from the code before it
+    fix_rounds: int = 0             # repairs asked after this attempt (each one counts against the budget;
+                                    # more than 1: unusable answers)
+    reverted: bool = False          # the fix before this attempt broke the script; the next fix starts from
+                                    # the code before it
     metrics: dict[str, float] = {}
 
 

@@ -97,7 +97,7 @@ class LiteratureSpec(BaseModel):
         return [v] if isinstance(v, str) else v
 
     @model_validator(mode="after")
-    def _file_fields_need_a_file_source(self) -> "LiteratureSpec":
+    def _file_fields_need_a_file_source(self) -> LiteratureSpec:
         if self.source in ("semantic_scholar", "openalex") and (self.path or self.categories):
             raise ValueError(f"path and categories apply to source corpus or dump, not {self.source}")
         return self
@@ -147,7 +147,7 @@ class TopicSpec(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _seeds_need_a_seed_placeholder(self) -> "TopicSpec":
+    def _seeds_need_a_seed_placeholder(self) -> TopicSpec:
         if self.budget.seeds is None:  # the default: repeat when the script takes a seed
             self.budget = self.budget.model_copy(update={"seeds": DEFAULT_SEEDS if "{seed}" in self.run else 1})
         if self.budget.seeds > 1 and "{seed}" not in self.run:
@@ -156,7 +156,7 @@ class TopicSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _score_and_hidden(self) -> "TopicSpec":
+    def _score_and_hidden(self) -> TopicSpec:
         if self.score is not None and "{pred_dir}" not in self.score:
             raise ValueError("field 'score' must contain {pred_dir}, where the run's predictions are")
         if self.hidden and self.score is None:

@@ -1,8 +1,9 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1 for fast tests.
 
 It answers like a well-behaved model for each stage (recognised by the JSON schema name or
-the prompt; the novelty check always searches twice, then says novel), with a few deliberate faults so the error paths run for real: one idea's patch
-has a bug the debugging stage must fix, and one idea's patch answers are always malformed."""
+the prompt; the novelty check always searches twice, then says novel), with a few deliberate
+faults so the error paths run for real: one idea's patch has a bug the debugging stage must
+fix, and one idea's patch answers are always malformed."""
 from __future__ import annotations
 
 import json
@@ -89,7 +90,8 @@ class Script:
                  "Summary": f"Flip the sign of the learning rate to test the optimiser's direction, variant {rnd}.",
                  "References": [1], "Builds_on": []},
                 {"Name": f"longer_training_r{rnd}", "Title": "Train for more epochs",
-                 "Experiment": "Increase EPOCHS.", "Summary": "Train the logistic regression for longer so it converges.",
+                 "Experiment": "Increase EPOCHS.",
+                 "Summary": "Train the logistic regression for longer so it converges.",
                  "References": [], "Builds_on": []},
                 {"Name": f"fancy_kernel_r{rnd}", "Title": "Add an RBF kernel feature map",
                  "Experiment": "Map inputs through random Fourier features.",

@@ -81,7 +81,8 @@ def postgres_server():
     assert r.returncode == 0, f"initdb failed: {r.stdout[-1500:]}{r.stderr[-1500:]}"
     r = run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "120", "-o",
              f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start"])
-    assert r.returncode == 0, f"pg_ctl start failed: {r.stderr[-1500:]}\n{log.read_text()[-1500:] if log.exists() else ''}"
+    server_log = log.read_text()[-1500:] if log.exists() else ""
+    assert r.returncode == 0, f"pg_ctl start failed: {r.stderr[-1500:]}\n{server_log}"
     try:
         server = PgServer("127.0.0.1", port, PG_USER, password, "postgres")
         conn = server.connect()

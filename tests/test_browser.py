@@ -149,9 +149,10 @@ def test_ui_shows_asset_graph_verdicts_and_plot_in_chromium(home, fake_llm):
                     row = metadata_row(driver, label)
                     if not row.find_elements(By.CSS_SELECTOR, "img[src^='data:image']"):
                         row.find_element(By.XPATH, ".//a[contains(., 'Show Markdown')]").click()
-                    img = pages.wait(lambda d: next((i for i in d.find_elements(By.CSS_SELECTOR, "img[src^='data:image']")
-                                                     if i.is_displayed() and int(i.get_attribute("naturalWidth") or 0) > 0),
-                                                    False), f"the image of {label} never rendered")
+                    def rendered(d):
+                        return next((i for i in d.find_elements(By.CSS_SELECTOR, "img[src^='data:image']")
+                                     if i.is_displayed() and int(i.get_attribute("naturalWidth") or 0) > 0), False)
+                    img = pages.wait(rendered, f"the image of {label} never rendered")
                     assert int(img.get_attribute("naturalHeight")) > 100
                     pages.shot(f"04-{label}")
                     driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)

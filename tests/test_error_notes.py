@@ -91,7 +91,8 @@ def frame(line: int, function: str = "<module>") -> TraceFrame:
     ("TypeError: Object of type ndarray is not JSON serializable", "json cannot write a ndarray"),
     ("IndexError: Dimension out of range (expected to be in range of [-3, 2], but got 3)", "only 3 dimensions"),
     ("ValueError: too many values to unpack (expected 2)", "more values than the 2 names"),
-    ("TypeError: SGD.__init__() got an unexpected keyword argument 'learning_rate'", "no parameter named learning_rate"),
+    ("TypeError: SGD.__init__() got an unexpected keyword argument 'learning_rate'",
+     "no parameter named learning_rate"),
     ("RecursionError: maximum recursion depth exceeded", "calls itself"),
 ])
 def test_explain_known_errors_with_their_numbers(error, expected):

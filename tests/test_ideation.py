@@ -1,5 +1,6 @@
-"""assets/ideas/generation.py and assets/filtered_ideas/filtering.py: idea provenance, the brainstorm path, the idea bank and the filter, and the
-topic's `ideation:` settings (pure functions first, then the two assets with the fake LLM)."""
+"""assets/ideas/generation.py and assets/filtered_ideas/filtering.py: idea provenance, the
+brainstorm path, the idea bank and the filter, and the topic's `ideation:` settings (pure
+functions first, then the two assets with the fake LLM)."""
 from __future__ import annotations
 
 import dagster as dg
@@ -70,7 +71,8 @@ def scores(*ids):
 
 def test_ideas_record_papers_and_earlier_ideas():
     h = History(names={"dropout", "mixup"}, ids={"dropout": "t/r1/dropout", "mixup": "t/r1/mixup"})
-    out = drafts_to_ideas([draft("more_dropout", refs=[2, 2, 9, 0, 1], builds=["Dropout", "mixup: Mix shapes", "nope"])],
+    out = drafts_to_ideas([draft("more_dropout", refs=[2, 2, 9, 0, 1],
+                                 builds=["Dropout", "mixup: Mix shapes", "nope"])],
                           "t", "r2", scores("pa", "pb"), h)
     assert out[0].inspired_by_papers == ["pb", "pa"]  # numbers -> ids; out of range dropped; no repeats
     assert out[0].builds_on_ideas == ["t/r1/dropout", "t/r1/mixup"]  # unknown names dropped
@@ -172,7 +174,8 @@ def test_filter_bank_duplicates_budget_and_novelty():
     # e repeats b's summary: caught inside the round because b joined the bank
     out = {o.name: o for o in filter_ideas(items, bank, embed, nov, threshold=0.8, keep_at_most=2)}
     assert not out["copy"].kept and out["copy"].nearest_bank_idea == f"{TOPIC}/r1/old_a"
-    assert out["copy"].max_similarity == pytest.approx(0.95, abs=1e-3) and "cosine 0.95 >= 0.8" in out["copy"].drop_reason
+    assert out["copy"].max_similarity == pytest.approx(0.95, abs=1e-3)
+    assert "cosine 0.95 >= 0.8" in out["copy"].drop_reason
     assert out["b"].kept and out["b"].novel is True and out["b"].novelty_queries == ["b"]
     assert not out["c"].kept and out["c"].drop_reason == "not novel: done (closest: p7)"
     assert out["c"].novelty_evidence == ["p7"] and out["c"].novelty_evidence_titles == ["Seven"]

@@ -135,7 +135,8 @@ def test_open_bounds_allow_any_value_on_that_side(tmp_path):
     ("open('helper.py', 'w').write('SCALE = 100\\n')", "helper.py"),
 ])
 def test_a_run_that_edits_files_beside_the_code_fails_naming_them(tmp_path, action, name):
-    spec = _topic(tmp_path, WRITE + action + "\njson.dump({'accuracy': 0.5}, open(a.out_dir + '/final_info.json', 'w'))\n",
+    spec = _topic(tmp_path,
+                  WRITE + action + "\njson.dump({'accuracy': 0.5}, open(a.out_dir + '/final_info.json', 'w'))\n",
                   extra={"helper.py": "SCALE = 1\n", "data/labels.txt": "0\n1\n"})
     r = _run(spec, spec.code_path.read_text(), tmp_path)
     assert r.status == "failed" and name in r.reason and "only exp.py may differ" in r.reason
@@ -161,7 +162,8 @@ def test_topic_yaml_checks_score_and_hidden(tmp_path):
     t = tmp_path / "t"
     t.mkdir()
     (t / "e.py").write_text("")
-    (t / "topic.yaml").write_text("name: t\ntitle: T\ndescription: d\ncode: e.py\nrun: python e.py --out_dir {out_dir}\n"
+    (t / "topic.yaml").write_text("name: t\ntitle: T\ndescription: d\ncode: e.py\n"
+                                  "run: python e.py --out_dir {out_dir}\n"
                                   "score: python s.py {pred_dir}\nhidden: [labels.csv]\n"
                                   "metric: {name: r2, goal: maximize}\n")
     with pytest.raises(TopicSpecError, match="'hidden': labels.csv not found"):

@@ -389,7 +389,8 @@ def test_edit_errors_reach_the_patch_status_as_kinds(server, make_llm):
     r = llm.complete(MSGS, stage="patch", parse=lambda t: apply_edit(src, t, "whole"))
     assert r.error_kind == "no_op" and edit_status(r) == "no_op"
     server.respond = lambda body: "```python\nx = (\n```"
-    r = llm.complete(MSGS + [{"role": "user", "content": "2"}], stage="patch", parse=lambda t: apply_edit(src, t, "whole"))
+    r = llm.complete(MSGS + [{"role": "user", "content": "2"}], stage="patch",
+                     parse=lambda t: apply_edit(src, t, "whole"))
     assert r.error_kind == "syntax_error" and edit_status(r) == "syntax_error"
 
     def dishonest(t):

@@ -96,7 +96,8 @@ def test_whole_round_on_postgres_storage(home, fake_llm, postgres_server, monkey
         with conn.cursor() as cur:
             cur.execute("SELECT dagster_event_type, count(*) FROM event_logs GROUP BY 1")
             counts = dict(cur.fetchall())
-            cur.execute("SELECT asset_key, partition FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")
+            cur.execute("SELECT asset_key, partition FROM event_logs "
+                        "WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")
             mats = {(json.loads(k)[-1], p) for k, p in cur.fetchall()}
             cur.execute("SELECT partitions_def_name, partition FROM dynamic_partitions ORDER BY 1")
             dyn = cur.fetchall()

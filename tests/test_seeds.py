@@ -121,7 +121,8 @@ def test_candidates_repeat_only_when_seed_zero_beats_the_memoised_baseline(tmp_p
         "metric: {name: accuracy, goal: maximize, tolerance: 0.001}\nbudget: {run_timeout_s: 60}\n")
     script = ("import argparse, json, os\np = argparse.ArgumentParser(); p.add_argument('--seed', type=int)\n"
               "p.add_argument('--out_dir')\na = p.parse_args(); os.makedirs(a.out_dir, exist_ok=True)\nBONUS = 0.0\n"
-              "json.dump({'accuracy': 0.80 + 0.01 * a.seed + BONUS}, open(os.path.join(a.out_dir, 'final_info.json'), 'w'))\n")
+              "json.dump({'accuracy': 0.80 + 0.01 * a.seed + BONUS}, "
+              "open(os.path.join(a.out_dir, 'final_info.json'), 'w'))\n")
     (topic / "exp.py").write_text(script)
     spec = load_topic(topic)
     assert spec.budget.seeds == 3  # the default when the run takes {seed}

@@ -67,7 +67,8 @@ def test_loader_shapes_balance_and_split():
     first = np.sort(np.concatenate([np.flatnonzero(full_y == c)[:200] for c in range(10)]))
     np.testing.assert_array_equal(full_x[first], x_train)
     # disjoint: no training image is also a test image
-    digest = lambda xs: {hashlib.sha1(x.tobytes()).hexdigest() for x in xs}
+    def digest(xs):
+        return {hashlib.sha1(x.tobytes()).hexdigest() for x in xs}
     assert not digest(full_x) & digest(x_test)
 
 

@@ -1,4 +1,5 @@
-"""assets/feedback_summary/verdicts.py (judge, parse_metrics) and assets/paper_rankings/scoring.py (score_paper, is_kept)."""
+"""assets/feedback_summary/verdicts.py (judge, parse_metrics) and assets/paper_rankings/scoring.py
+(score_paper, is_kept)."""
 from __future__ import annotations
 
 import itertools
@@ -203,7 +204,7 @@ def judge_seeds_verdict(idea, base, goal="maximize", tol=0.005):
     ([0.7900, 0.7500, 0.7560], "maintenance", "better, not significant"),  # +0.0076 but noisy: p > 0.05
     ([0.7700], "maintenance", "not repeated"),                           # one seed beats it: not enough
     ([0.7400, 0.7380, 0.7420], "decline", "worse by"),
-    ([0.7480], "maintenance", "worse, not significant"),                 # one seed, -0.0084: within the baseline's noise
+    ([0.7480], "maintenance", "worse, not significant"),                 # one seed, -0.0084: baseline noise
     ([0.7300], "decline", "worse by"),                                   # one seed far below the baseline's seeds
 ])
 def test_rule_on_recorded_seed_values(idea, verdict, why):

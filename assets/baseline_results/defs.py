@@ -41,7 +41,8 @@ def baseline_results(context: dg.AssetExecutionContext, topic_brief: pl.DataFram
     a = result.attempts[-1] if result.attempts else None
     return dg.MaterializeResult(
         value=df, check_results=[check],
-        metadata={spec.metric.name: dg.MetadataValue.float(float(result.metric_value)) if result.metric_value is not None else "n/a",
+        metadata={spec.metric.name: (dg.MetadataValue.float(float(result.metric_value))
+                                     if result.metric_value is not None else "n/a"),
                   "status": result.status, "reason": result.reason or "",
                   "duration_s": dg.MetadataValue.float(float(round(a.duration_s, 2))) if a else 0.0,
                   "metrics": dg.MetadataValue.json(result.metrics),

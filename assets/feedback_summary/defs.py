@@ -66,7 +66,8 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
     tracker.close_round(tracker.round_run(topic, round_key),
                         {f"n_{k}": v for k, v in counts.items()} | {"baseline": base.metric_value})
     history = progress_rows(store, topic) + [{"round": round_key, "ideas": len(rows), **counts,
-                                               "best": max((r.metric_value for r in rows if r.metric_value is not None), default=None),
+                                               "best": max((r.metric_value for r in rows if r.metric_value is not None),
+                                                           default=None),
                                                "baseline": base.metric_value}]
     history = sorted({h["round"]: h for h in history}.values(), key=lambda h: round_number(h["round"]))
     for h in history:  # LLM use per round, from each stage's materialisation metadata; this

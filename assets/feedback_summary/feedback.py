@@ -20,7 +20,8 @@ def ROUND_STAGES():  # the round's assets, looked up late (assets/__init__ impor
 
 
 def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
-              tolerance: float, baseline_spread: float = 0.0, baseline_values: list[float] | None = None) -> list[Feedback]:
+              tolerance: float, baseline_spread: float = 0.0,
+              baseline_values: list[float] | None = None) -> list[Feedback]:
     """One verdict per kept idea by the seed test of verdicts.judge_seeds: the idea's seed
     values (just its one run when it was not repeated) against the baseline's (`baseline_values`;
     without them the single `baseline`). `baseline_spread` is unused (kept for older callers)."""
@@ -96,7 +97,8 @@ def progress_rows(store: RecordStore | Store, topic: str) -> list[dict]:
         vals = [f.metric_value for f in fb if f.metric_value is not None]
         rows.append({"round": rk, "ideas": len(fb), "improvement": sum(f.verdict == "improvement" for f in fb),
                      "maintenance": sum(f.verdict == "maintenance" for f in fb),
-                     "decline": sum(f.verdict == "decline" for f in fb), "failed": sum(f.verdict == "failed" for f in fb),
+                     "decline": sum(f.verdict == "decline" for f in fb),
+                     "failed": sum(f.verdict == "failed" for f in fb),
                      "best": max(vals) if vals else None,
                      "baseline": fb[0].baseline_value if fb else None})
     return rows

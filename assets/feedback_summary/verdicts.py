@@ -103,7 +103,8 @@ def judge_seeds(idea: list[float], base: list[float], goal: str, tolerance: floa
     seeds = f"{c.n_idea} vs {c.n_base} seeds"
     if c.test == NO_TEST:  # one run each: the tolerance alone, and it says so
         if gain > tolerance + EPS:
-            return "improvement", f"better by {abs(c.mean_diff):.4g} (> tolerance {tolerance:g}; one run each, untested)", c
+            why = f"better by {abs(c.mean_diff):.4g} (> tolerance {tolerance:g}; one run each, untested)"
+            return "improvement", why, c
         if gain < -tolerance - EPS:
             return "decline", f"worse by {abs(c.mean_diff):.4g} (> tolerance {tolerance:g}; one run each, untested)", c
         return "maintenance", f"within tolerance {tolerance:g} ({c.mean_diff:+.4g}; one run each, untested)", c
@@ -131,7 +132,8 @@ def judge(value: float | None, baseline: float, goal: str, tolerance: float, spr
     if value is None or not isinstance(value, (int, float)) or math.isnan(value):
         return "failed", "no valid metric"
     delta = value - baseline if goal == "maximize" else baseline - value
-    margin, what = (spread, f"seed spread {spread:.4g}") if spread > tolerance else (tolerance, f"tolerance {tolerance:g}")
+    margin, what = ((spread, f"seed spread {spread:.4g}") if spread > tolerance
+                    else (tolerance, f"tolerance {tolerance:g}"))
     if delta > margin + EPS:
         return "improvement", f"better than baseline by {abs(value - baseline):.4g} (> {what})"
     if delta < -margin - EPS:

@@ -54,6 +54,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, topic
         "reads_partitions": dg.MetadataValue.json(history.read),
         "decisions": dg.MetadataValue.md(md_table([o.model_dump() for o in out],
                                                   ["name", "source", "kept", "max_similarity", "nearest_bank_idea",
-                                                   "novel", "novelty_closest_paper", "novelty_queries", "drop_reason"])),
+                                                   "novel", "novelty_closest_paper", "novelty_queries",
+                                                   "drop_reason"])),
         **usage_metadata(usage, by_idea=True), **topic_metadata(captured),
     })

@@ -1,5 +1,5 @@
 """The independence filter (Algorithm 1) and the novelty check over a round's ideas."""
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

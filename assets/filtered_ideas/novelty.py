@@ -10,8 +10,9 @@ and the caller keeps the idea (a judge that could not answer is no evidence agai
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from assets.filtered_ideas import prompts
 from schemas.llm_outputs import NoveltyJudgement, NoveltyQuery, NoveltyStep

@@ -8,7 +8,7 @@ A paper is kept when score >= KEEP_AT (8), as in DOLPHIN."""
 from __future__ import annotations
 
 import re
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from assets.run_results.tracebacks import SOURCE_BYTES, _enclosing
 from resources.safe_io import safe_read_text

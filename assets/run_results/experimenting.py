@@ -18,9 +18,9 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from assets.feedback_summary.verdicts import (
     beats,
@@ -33,8 +33,8 @@ from assets.patched_code.edit_formats import (
     EditError,
     apply_edit,
     check_compiles,
-    max_tokens,
     edit_status,
+    max_tokens,
 )
 from assets.patched_code.resampling import complete_resampled
 from assets.run_results import prompts
@@ -90,7 +90,7 @@ class RunTarget:
     hidden: tuple[str, ...] = ()  # files of `folder` the run's workspace lacks (only the scorer sees them)
 
     @classmethod
-    def of_topic(cls, spec: TopicSpec, which: str = "run", seed: int = 0) -> "RunTarget":
+    def of_topic(cls, spec: TopicSpec, which: str = "run", seed: int = 0) -> RunTarget:
         """The topic's `run` command (with `seed`), or its quick `check` (dry run) with which="check"."""
         label = getattr(spec, which) + (f" seed={seed}" if seed else "")
         return cls(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, which, seed=seed)),
@@ -245,7 +245,8 @@ def run_scorer(t: RunTarget, ws: Path, runner,
     try:
         info, bad = read_final_info(sws)
     except FileNotFoundError:
-        info, bad = metrics_from_output(read_tail(res.stdout_path, LOG_TAIL_CHARS) or res.stdout_tail, t.metric or ""), None
+        out_tail = read_tail(res.stdout_path, LOG_TAIL_CHARS) or res.stdout_tail
+        info, bad = metrics_from_output(out_tail, t.metric or ""), None
     if bad:
         remove_hidden(sws, t.hidden)
         return {}, f"the scorer's {bad}"
@@ -414,7 +415,8 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
         raise ValueError(f"unknown debugging mode {mode!r} (one of {', '.join(MODES)})")
     fmt = repair_format or default_repair_format(llm, edit_format)
     workdir.mkdir(parents=True, exist_ok=True)
-    variant = f"{max_repairs}" if max_repairs == 0 else f"{max_repairs}-{mode}-{fmt}" + ("" if honesty else "-unchecked")
+    variant = (f"{max_repairs}" if max_repairs == 0
+               else f"{max_repairs}-{mode}-{fmt}" + ("" if honesty else "-unchecked"))
     memo_file = workdir / f"result-{code_hash(code, target)}-{variant}.json"
     # finished before (e.g. a resumed run): do not re-run the experiment; a memo cut short by a
     # kill is ignored (and the experiment run again) rather than failing every later attempt
@@ -441,7 +443,8 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
             source, failed = base
             a.reverted = True
             rejected = f"{base[1].fix_diff[-1500:]}\nWith it, the script failed with: {a.error}"
-            log(f"{idea_id}: the fix before attempt {n} broke the script ({a.error}): repairing the code from before it")
+            log(f"{idea_id}: the fix before attempt {n} broke the script ({a.error}): "
+                "repairing the code from before it")
         fixed = None
         while fixed is None and asked < max_repairs:  # an unusable answer: ask again (sampled) while budget is left
             fixed = repair(a, source, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
@@ -534,7 +537,8 @@ def run_reference(spec: TopicSpec, runner, tracker, log: Callable[[str], None] =
     if result.mlflow_run_id is None and tracker is not None:
         a = result.attempts[-1]
         result.mlflow_run_id = tracker.log_run(
-            spec.name, f"{spec.name} baseline", {"researchloop.kind": "baseline", "researchloop.code": code_hash(code, spec)},
+            spec.name, f"{spec.name} baseline",
+            {"researchloop.kind": "baseline", "researchloop.code": code_hash(code, spec)},
             params={"topic": spec.name, "command": " ".join(a.command)}, metrics=result.metrics,
             texts={"stdout_tail.txt": a.stdout_tail, "stderr_tail.txt": a.stderr_tail, "experiment.py": code},
             failed=result.status != "success")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 # what an experiment must keep, if the original had it: name -> what the message calls it
 KEPT = {

@@ -24,7 +24,9 @@ def _failure(error: str, structure: str, title: str, mode: str) -> str:
 def _facts(notes: str, mode: str) -> str:
     """The notes on the error (assets/run_results/error_notes.py), "structure" mode only: checked by the tool,
     so they come last before the instructions, after the model's own analysis."""
-    return f"\nFacts about this error, checked by the tool:\n{notes.strip()}\n" if mode == "structure" and notes.strip() else ""
+    if mode != "structure" or not notes.strip():
+        return ""
+    return f"\nFacts about this error, checked by the tool:\n{notes.strip()}\n"
 
 
 def analyse(code: str, filename: str, error: str, structure: str, title: str = "", *, notes: str = "") -> list[dict]:

@@ -40,7 +40,8 @@ def track_idea(tracker: Tracker, spec: TopicSpec, idea: FilteredIdea, patch: Pat
     for a in result.attempts:
         tracker.log_run(
             spec.name, f"{idea.name} attempt {a.attempt}",
-            {"researchloop.idea_id": idea.idea_id, "researchloop.kind": "attempt", "researchloop.attempt": str(a.attempt)},
+            {"researchloop.idea_id": idea.idea_id, "researchloop.kind": "attempt",
+             "researchloop.attempt": str(a.attempt)},
             params={"idea_id": idea.idea_id, "attempt": a.attempt, "edit_format": patch.edit_format,
                     "exit_code": a.exit_code, "timed_out": a.timed_out, "fix_status": a.fix_status or "",
                     "error": a.error or ""},

@@ -4,7 +4,7 @@ cost/tokens per round (matplotlib, imported on use, rendered off-screen)."""
 from __future__ import annotations
 
 import io
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def progress_png(rows: Sequence[dict], metric: str, title: str) -> bytes:

@@ -29,14 +29,16 @@ def topic_brief(context: dg.AssetExecutionContext, llm: LLM):
     context.log.info(f"task attributes: {attrs}; reference code sha256 {brief.code_sha256}")
     check = expectation_check(
         "attributes_present", df,
-        [E("ExpectColumnValueLengthsToBeBetween", column=c, min_value=1) for c in ("task", "input", "output", "search_query")],
+        [E("ExpectColumnValueLengthsToBeBetween", column=c, min_value=1)
+         for c in ("task", "input", "output", "search_query")],
         asset_key="topic_brief")
     spec_sha256 = hashlib.sha256(brief.spec_json.encode()).hexdigest()
     return dg.MaterializeResult(
         value=df, check_results=[check],
         # the version downstream stages see: it changes when the spec, the code or the attributes do
         data_version=dg.DataVersion(hashlib.sha256(brief.model_dump_json().encode()).hexdigest()[:24]),
-        metadata={"topic": spec.name, "metric": f"{spec.metric.goal} {spec.metric.name} (tolerance {spec.metric.tolerance})",
+        metadata={"topic": spec.name,
+                  "metric": f"{spec.metric.goal} {spec.metric.name} (tolerance {spec.metric.tolerance})",
                   "code_sha256": brief.code_sha256, "code_file": spec.code, "code_lines": brief.code.count("\n"),
                   "spec_sha256": spec_sha256,
                   "spec": dg.MetadataValue.json(spec.model_dump(mode="json")),

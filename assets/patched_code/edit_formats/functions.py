@@ -398,8 +398,8 @@ def apply_definitions(source: str, code: str) -> str:
 # An answer may also copy the layout of the local code structure the debugging prompt shows:
 # "# experiment.py, lines 46-49 (class PointNet)" followed by those lines, edited. The small
 # model does this (measured); the header names the exact lines of the current file.
-SEGMENT_RE = re.compile(r"^[ \t]*#[ \t]*(?P<file>[\w./-]+\.py),[ \t]*lines?[ \t]+(?P<a>\d+)[ \t]*-[ \t]*(?P<b>\d+)\b.*$",
-                        re.M)
+SEGMENT_RE = re.compile(r"^[ \t]*#[ \t]*(?P<file>[\w./-]+\.py),"
+                        r"[ \t]*lines?[ \t]+(?P<a>\d+)[ \t]*-[ \t]*(?P<b>\d+)\b.*$", re.M)
 
 
 _SEGMENT_SIMILAR = 0.5
