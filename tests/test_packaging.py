@@ -1,5 +1,5 @@
 """Packaging: pyproject.toml declares every version once, requirements.lock (generated from it by
-`make lock`) pins and hashes every installed package, and no code edits sys.path."""
+`make lock`) pins and hashes every installed package, and no code edits the import path."""
 from __future__ import annotations
 
 import hashlib
@@ -94,7 +94,7 @@ def test_the_environment_holds_exactly_the_locked_versions():
     assert sorted(set(lock) - set(installed)) == []
 
 
-def test_no_code_edits_sys_path():
+def test_no_code_edits_the_import_path():
     skip = {".venv", ".git", "dagster_home", "build"}
     offenders = [f"{p.relative_to(ROOT)}:{i}"
                  for p in ROOT.rglob("*.py") if not skip & set(p.relative_to(ROOT).parts)
