@@ -358,18 +358,22 @@ def _under(p: Path, root: Path) -> bool:
     return p == root or root in p.parents
 
 
-def _normalise_dirs(paths: Iterable[Path | str]) -> list[Path]:
+def _resolved(paths: Iterable[Path | str]) -> list[Path]:
+    """Each path resolved (links followed), the root itself and unresolvable paths left out."""
     out: list[Path] = []
     for raw in paths:
         try:
             p = Path(raw).resolve()
         except (OSError, RuntimeError):
             continue
-        if p == Path("/") or not p.is_dir():
-            continue
-        if p not in out:
+        if p != Path("/"):
             out.append(p)
     return out
+
+
+def _normalise_dirs(paths: Iterable[Path | str]) -> list[Path]:
+    """The existing dirs among paths, resolved, each once, in order."""
+    return list(dict.fromkeys(p for p in _resolved(paths) if p.is_dir()))
 
 
 def _mkdirs(path: Path, tmpfs_roots: Sequence[Path]) -> list[str]:
@@ -424,16 +428,9 @@ def system_ro_paths() -> list[Path]:
 def _bind_set(paths: Iterable[Path | str]) -> list[Path]:
     """Existing dirs/files, resolved, outside the sandbox's own /tmp, /dev, /proc, without one
     nested in another (the outer bind brings it)."""
-    out: list[Path] = []
-    for raw in paths:
-        try:
-            p = Path(raw).resolve()
-        except (OSError, RuntimeError):
-            continue
-        if p == Path("/") or not p.exists() or any(_under(p, Path(s)) for s in ("/tmp", "/dev", "/proc")):
-            continue
-        out.append(p)
-    out = sorted(set(out), key=lambda p: len(p.parts))
+    out = sorted({p for p in _resolved(paths)
+                  if p.exists() and not any(_under(p, Path(s)) for s in ("/tmp", "/dev", "/proc"))},
+                 key=lambda p: len(p.parts))
     return [p for i, p in enumerate(out) if not any(_under(p, q) for q in out[:i])]
 
 

@@ -47,3 +47,11 @@ def make_resources(base_url: str, model: str = "fake-model") -> dict:
         "embedder": Embedder(), "literature": Literature(), "runner": Runner(), "tracker": Tracker(),
         "store": RecordStore(), "io_manager": RecordIOManager(store=RecordStore()), STEP_IO: dg.FilesystemIOManager(),
     }
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace folder for a sandboxed run."""
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d

@@ -19,17 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from resources.runner import REPO_ROOT, Runner, run_sandboxed, sandbox_available
-
-_OK, _WHY = sandbox_available()
-needs_bwrap = pytest.mark.skipif(not _OK, reason=f"sandbox unavailable: {_WHY}")
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
+from resources.runner import REPO_ROOT, Runner, run_sandboxed
+from tests.sandbox_fixtures import _OK, needs_bwrap
 
 
 def script(ws: Path, body: str, name: str = "s.py") -> list[str]:

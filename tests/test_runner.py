@@ -29,16 +29,7 @@ from resources.runner import (
     run_sandboxed,
     sandbox_available,
 )
-
-_OK, _WHY = sandbox_available()
-needs_bwrap = pytest.mark.skipif(not _OK, reason=f"sandbox unavailable: {_WHY}")
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
+from tests.sandbox_fixtures import needs_bwrap
 
 
 @pytest.fixture
@@ -419,7 +410,7 @@ def test_interpreter_under_tmp_is_visible_in_the_sandbox(tmp_path):
     import subprocess as sp
     import sys as _sys
 
-    from resources.runner import run_sandboxed, sandbox_available
+    from resources.runner import run_sandboxed
 
     ok, why = sandbox_available()
     if not ok:
