@@ -9,9 +9,11 @@ import time
 
 import dagster as dg
 
+from assets.shared.topics import topic_spec
 from pipelines.guards import PID_TAG, lock_held, topic_busy
 from pipelines.sensors import round_sensor
 from resources.paths import REPO_ROOT
+from tests.briefs import store_brief
 
 TOPIC = "toy_classification"
 
@@ -64,6 +66,7 @@ def _setup_materialised(instance):
     instance.add_dynamic_partitions("topics", [TOPIC])
     for asset in ("topic_brief", "baseline_results"):
         instance.report_runless_asset_event(dg.AssetMaterialization(asset, partition=TOPIC))
+    store_brief(topic_spec(TOPIC))  # the set-up's record, as it captured the topic
 
 
 def test_cli_keeps_off_a_topic_with_a_live_run_and_clears_a_dead_one(home, monkeypatch, capsys):
