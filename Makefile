@@ -35,7 +35,7 @@ $(VENV)/.installed: $(LOCK) pyproject.toml
 # Re-resolve the lock after editing pyproject.toml's dependencies (pip-tools, from the lock itself).
 lock: $(VENV)/.installed
 	$(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --no-strip-extras \
-	  --extra test --extra dev --build-deps-for editable --no-emit-index-url --no-emit-find-links \
+	  --extra test --extra dev --extra ray --build-deps-for editable --no-emit-index-url --no-emit-find-links \
 	  --output-file $(LOCK) pyproject.toml
 
 # bubblewrap sandboxes the code the LLM writes; dataset-fashion-mnist holds the
