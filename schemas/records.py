@@ -92,6 +92,10 @@ class FilteredIdea(Idea):
     novelty_error: str | None = Field(None, description="why the novelty check could not decide")
     kept: bool
     drop_reason: str | None = None
+    # Idea Arena (assets/filtered_ideas/arena.py, topic.yaml `ideation.arena`): empty when it did not run
+    arena_rating: float | None = Field(None, description="ELO rating, mean over the arena's criteria")
+    arena_rank: int | None = Field(None, description="1 = best rated of the round's candidates")
+    arena_record: str = Field("", description="won-lost-tied over every (order, criterion) game")
 
 
 class ExperimentPlan(BaseModel):

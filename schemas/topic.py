@@ -77,6 +77,9 @@ class IdeationSpec(BaseModel):
     novelty_rounds: int = Field(2, ge=0, le=10, description="literature searches per idea in the "
                                 "novelty check; 0 switches the check off")
     novelty_papers: int = Field(5, ge=1, le=20, description="papers shown per novelty search")
+    arena: bool = Field(False, description="when there are more candidate ideas than budget.ideas_per_round, "
+                        "rank them by a pairwise LLM tournament (both orders, ELO; Chain-of-Ideas' Idea Arena, "
+                        "assets/filtered_ideas/arena.py) and filter the best rated first")
 
 
 class LiteratureSpec(BaseModel):
