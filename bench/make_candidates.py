@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.make_candidates --topic experiments/image_classification --n 60
     .venv/bin/python -m bench.make_candidates --topic-yaml bench/labels/graph_topic.yaml --n 60 \
         --labels bench/labels/graph_relevance.jsonl
+    .venv/bin/python -m bench.make_candidates --dev sentiment_classification   # topic + labels from the manifest
 
 The query is the topic's title and description; the search is the shipped corpus source of
 resources/literature.py (BM25 + the local embedding model, fused by reciprocal rank), the same
@@ -12,7 +13,9 @@ its label, and a last summary line on stderr counts the retrieved papers still u
 labelled papers the search did not return (the hand-picked distractors; the label files mark
 each row's origin in the field `origin`: "retrieved" or "distractor").
 
-The labels themselves are written by hand from these abstracts (bench/labels/README.md).
+bench/labels/dev_topics.yaml lists the development topics (topic source, label file, how deep the
+search was labelled); `--dev NAME` takes both from there. The labels themselves are written by
+hand from these abstracts (bench/labels/README.md).
 """
 from __future__ import annotations
 
@@ -25,6 +28,30 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / "bench" / "labels" / "dev_topics.yaml"
+
+
+def dev_topics(manifest: Path = MANIFEST) -> list[dict]:
+    """The development topics: name, field, topic (folder or YAML), labels (file) and retrieved
+    (labelled search depth), paths made absolute."""
+    out = []
+    for t in yaml.safe_load(manifest.read_text())["topics"]:
+        out.append({**t, "topic": ROOT / t["topic"], "labels": ROOT / t["labels"], "retrieved": int(t["retrieved"])})
+    return out
+
+
+def dev_topic(name: str, manifest: Path = MANIFEST) -> dict:
+    found = [t for t in dev_topics(manifest) if t["name"] == name]
+    if not found:
+        raise SystemExit(f"no development topic {name!r} in {manifest}: "
+                         f"{', '.join(t['name'] for t in dev_topics(manifest))}")
+    return found[0]
+
+
+def query_of(source: str | Path) -> str:
+    """topic_query for a manifest entry's `topic`: a folder or a bare YAML file."""
+    source = Path(source)
+    return topic_query(topic_dir=source) if source.is_dir() else topic_query(topic_yaml=source)
 
 
 def topic_query(topic_dir: str | None = None, topic_yaml: str | None = None) -> str:
@@ -41,6 +68,11 @@ def topic_query(topic_dir: str | None = None, topic_yaml: str | None = None) -> 
         if not (isinstance(title, str) and title.strip() and isinstance(description, str) and description.strip()):
             raise ValueError(f"{topic_yaml}: needs a non-empty 'title' and 'description'")
     return f"{title.strip()}. {' '.join(description.split())}"
+
+
+def unlabelled(rows: list[dict], labels: dict[str, dict], depth: int) -> list[str]:
+    """The retrieved papers down to rank `depth` that the label file lacks."""
+    return [r["paper_id"] for r in rows if r["rank"] <= depth and r["paper_id"] not in labels]
 
 
 def candidates(query: str, n: int, corpus: str | Path | None = None, index_dir: str | Path | None = None) -> list[dict]:
@@ -63,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--topic", help="a topic folder with topic.yaml (e.g. experiments/image_classification)")
     src.add_argument("--topic-yaml", help="a YAML file with only title and description (bench/labels/*_topic.yaml)")
+    src.add_argument("--dev", metavar="NAME", help="a development topic of bench/labels/dev_topics.yaml "
+                     "(its topic, and its label file unless --labels is given)")
     ap.add_argument("--n", type=int, default=60, help="how many papers to retrieve (default 60)")
     ap.add_argument("--labels", help="a label file (JSON lines) to compare the candidates with")
     ap.add_argument("--out", help="write the candidates here instead of stdout")
@@ -72,7 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    query = topic_query(args.topic, args.topic_yaml)
+    if args.dev:
+        entry = dev_topic(args.dev)
+        query = query_of(entry["topic"])
+        args.labels = args.labels or entry["labels"]
+    else:
+        query = topic_query(args.topic, args.topic_yaml)
     rows = candidates(query, args.n, args.corpus, args.index_dir)
     labels = read_labels(args.labels) if args.labels else None
     if labels is not None:
@@ -87,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(text)
     if labels is not None:
         got = {r["paper_id"] for r in rows}
-        missing = [r["paper_id"] for r in rows if not r["labelled"]]
+        missing = unlabelled(rows, labels, args.n)
         extra = sorted(set(labels) - got)
         print(f"query: {query[:100]}...\n{len(rows)} retrieved, {len(missing)} of them unlabelled"
               f"{': ' + ', '.join(missing) if missing else ''}; {len(extra)} labelled papers not retrieved",
