@@ -106,6 +106,25 @@ class ExperimentPlan(BaseModel):
     evaluation: str
     expected_effect: str
     error: str | None = None
+    functions: list[str] = Field(default_factory=list, description="the definitions of the file the plan "
+                                 "changes (names found in the file; '<module>' for top-level statements): the "
+                                 "functions-format patch is asked to change these (assets/experiment_plans/planning.py)")
+
+
+class Draft(BaseModel):
+    """One implementation draft of an idea and what the cheap checks said of it."""
+    index: int
+    edit_format: str
+    status: Literal["ok", "no_op", "not_applied", "syntax_error", "dishonest", "llm_failed", "duplicate"]
+    reason: str | None = None
+    how: str = Field("", description="how it was asked: greedy, or the sampling temperature and instruction")
+    diff: str = ""
+    code: str = ""
+    code_sha256: str = Field("", description="sha256 of the normalised program (no comments, docstrings, "
+                             "formatting): equal hashes are duplicates")
+    imports_ok: bool | None = Field(None, description="the topic's `check` dry run passed (None: no check)")
+    resamples: int = 0
+    duplicate_of: int | None = None
 
 
 class Patch(BaseModel):
@@ -118,6 +137,9 @@ class Patch(BaseModel):
     compiles: bool = False
     imports_ok: bool | None = None
     resamples: int = 0      # sampled re-asks after an unchanged or uncompilable answer
+    # the implementation search (assets/patched_code/drafts.py): every draft asked, with its cheap checks;
+    # status/code/diff above are the first viable draft's (run_results runs and ranks the viable ones)
+    drafts: list[Draft] = Field(default_factory=list, description="every draft asked for this idea, in order")
 
 
 class TraceFrame(BaseModel):
@@ -161,10 +183,26 @@ class RunResult(BaseModel):
     metrics: dict[str, float] = {}
     metric_value: float | None = None   # the mean over seeds when the topic repeats seeds
     seed_values: list[float] = Field([], description="the metric per seed (0, 1, ...), when repeated")
+class DraftRun(BaseModel):
+    """What the run stage did with one viable draft (assets/run_results/screening.py)."""
+    index: int
+    screen_status: Literal["", "success", "failed"] = Field("", description="'' when not screened")
+    screen_value: float | None = None
+    screen_reason: str | None = None
+    promoted: bool = Field(False, description="given a full run")
+    status: Literal["", "success", "failed"] = Field("", description="the full run's outcome ('' when not run)")
+    metric_value: float | None = None
+    reason: str | None = None
+    n_attempts: int = 0
+
+
     metric_spread: float = Field(0.0, description="sample standard deviation over the seeds")
     final_code: str = ""
     mlflow_run_id: str | None = None
 
+    draft: int | None = Field(None, description="the draft whose run this result is (Patch.drafts index)")
+    drafts: list[DraftRun] = Field(default_factory=list, description="each viable draft's screen and full run")
+    rule: str = Field("", description="how the draft was chosen (screening.py)")
 
 class Feedback(BaseModel):
     idea_id: str

@@ -62,6 +62,13 @@ class Budget(BaseModel):
     max_tokens: int | None = Field(None, ge=1, description="stop when the topic's LLM tokens reach this")
     max_cost_usd: float | None = Field(None, gt=0, description="stop when the topic's LLM cost reaches this")
     patience: int | None = Field(None, ge=1, description="stop after this many rounds in a row without an improvement")
+    # implementation search (assets/patched_code/drafts.py, assets/run_results/screening.py)
+    drafts: int = Field(2, ge=1, le=8, description="implementation drafts asked per kept idea; each is checked "
+                        "cheaply (compiles, changes what runs, honest, the `check` dry run) and near-duplicates "
+                        "are dropped before any run")
+    promote: int = Field(1, ge=1, le=8, description="drafts that get a full run: the best `promote` by the `screen` "
+                         "run when the topic has one, else the first that succeed in cheap-score order; the best "
+                         "of them by the metric is the idea's result (and only it repeats seeds)")
 
 
 class IdeationSpec(BaseModel):
@@ -115,6 +122,9 @@ class TopicSpec(BaseModel):
     run: str
     check: str | None = Field(None, description="optional quick self-check run on every patch, "
                               "e.g. 'python experiment.py --dry_run --out_dir {out_dir}'")
+    screen: str | None = Field(None, description="optional short run (e.g. fewer epochs) that ranks an idea's "
+                               "drafts before the full runs; it writes the metric like `run` does (and is scored "
+                               "like it), e.g. 'python experiment.py --screen --seed {seed} --out_dir {out_dir}'")
     score: str | None = Field(None, description="optional scorer run by the host in a fresh sandbox after each "
                               "successful run: it sees the run's {out_dir} as {pred_dir} (its predictions) and "
                               "the `hidden` files, and writes {out_dir}/final_info.json (or prints the metric); "
@@ -162,6 +172,13 @@ class TopicSpec(BaseModel):
     def _score_and_hidden(self) -> TopicSpec:
         if self.score is not None and "{pred_dir}" not in self.score:
             raise ValueError("field 'score' must contain {pred_dir}, where the run's predictions are")
+    @field_validator("screen")
+    @classmethod
+    def _screen_has_out_dir(cls, v: str | None) -> str | None:
+        if v is not None and "{out_dir}" not in v:
+            raise ValueError("must contain {out_dir}, where the short run writes final_info.json")
+        return v
+
         if self.hidden and self.score is None:
             raise ValueError("field 'hidden' needs a 'score' command: only the scorer may read hidden files")
         for h in self.hidden:

@@ -115,6 +115,8 @@ def _patch(code: str, llm):
     from schemas.topic import load_topic
 
     spec = load_topic(REPO_ROOT / "experiments/pointcloud_classification").model_copy(update={"check": None})
+    # one draft: its own re-asks are what is tested (drafts: tests/test_drafts.py)
+    spec = spec.model_copy(update={"budget": spec.budget.model_copy(update={"drafts": 1})})
     idea = FilteredIdea(idea_id="p/r1/x", topic=spec.name, round="r1", name="x", title="x", experiment="x",
                         summary="x", max_similarity=0.0, independent=True, novel=True, kept=True)
     plan = ExperimentPlan(idea_id=idea.idea_id, name="x", changes=["c"], location="", evaluation="accuracy",

@@ -597,7 +597,7 @@ def test_corrupt_self_check_memo_is_checked_again(home):
 
     spec = topic_spec("toy_classification")
     code = spec.code_path.read_text()
-    changed = code + "\nEXTRA = 1\n"
+    changed = code.replace("LR = 0.05", "LR = 0.1")  # a real change (an unused constant is dead code)
     idea = FilteredIdea(idea_id="toy_classification/r1/x", topic=spec.name, round="r1", name="x", title="x",
                         experiment="x", summary="x", max_similarity=0.0, independent=True, novel=True, kept=True)
     plan = ExperimentPlan(idea_id=idea.idea_id, name="x", changes=["c"], location="", evaluation="accuracy",

@@ -338,13 +338,15 @@ def test_an_unchanged_patch_is_asked_again_before_not_implemented(home):
     from schemas.records import ExperimentPlan, FilteredIdea
 
     spec = topic_spec("toy_classification").model_copy(update={"check": None})
+    # one draft: its own re-asks are what is tested (drafts: tests/test_drafts.py)
+    spec = spec.model_copy(update={"budget": spec.budget.model_copy(update={"drafts": 1})})
     code = spec.code_path.read_text()
     idea = FilteredIdea(idea_id="toy_classification/r1/x", topic=spec.name, round="r1", name="x", title="x",
                         experiment="x", summary="x", max_similarity=0.0, independent=True, novel=True, kept=True)
     plan = ExperimentPlan(idea_id=idea.idea_id, name="x", changes=["change something"], location="",
                           evaluation="accuracy", expected_effect="")
-    changed = code + "\n# a real change\nEXTRA = 1\n"
+    changed = code.replace("LR = 0.05", "LR = 0.1")  # a real change (an unused constant would be dead code)
     p = make_patch(spec, code, idea, plan, ScriptedLLM(_whole(code), _whole(changed)), runner=None)
-    assert p.status == "ok" and p.resamples == 1 and "EXTRA = 1" in p.code
+    assert p.status == "ok" and p.resamples == 1 and "LR = 0.1" in p.code
     p = make_patch(spec, code, idea, plan, ScriptedLLM(_whole(code)), runner=None)
     assert p.status == "no_op" and p.resamples == 2

@@ -1,4 +1,8 @@
-"""Planning: the kept ideas of a round and one detailed plan each."""
+"""Planning: the kept ideas of a round and one detailed plan each, naming the definitions of
+the file it changes (the changed-definitions patch format asks for exactly those)."""
+import ast
+import re
+
 import polars as pl
 
 from assets.experiment_plans import prompts as plan_prompts
@@ -8,16 +12,73 @@ from schemas.llm_outputs import PlanDraft
 from schemas.records import ExperimentPlan, FilteredIdea
 from schemas.topic import TopicSpec
 
+MODULE = "<module>"  # the file's top-level statements (config constants, the training loop of a script)
+# words that point at a script's top-level code rather than at one of its definitions
+_TOP_LEVEL_WORDS = re.compile(r"\b(top[- ]level|module[- ]level|training loop|main loop|the loop|script|"
+                              r"hyper-?parameters?|config(uration)?|constants?|optimi[sz]er|learning rate)\b", re.I)
+
+
+def definitions(code: str) -> dict[str, list[str]]:
+    """The file's top-level functions and classes (name -> its methods), and MODULE -> the
+    names its top-level statements assign; {} when it does not parse."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    out: dict[str, list[str]] = {}
+    assigned: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = []
+        elif isinstance(node, ast.ClassDef):
+            out[node.name] = [n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            assigned += [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    out[MODULE] = list(dict.fromkeys(assigned))
+    return out
+
+
+def describe_definitions(code: str) -> str:
+    """One line per definition for the plan prompt, e.g. "SmallCNN (class: __init__, forward)"."""
+    defs = definitions(code)
+    lines = [f"- {name} (" + (f"class: {', '.join(methods)}" if methods else "function") + ")"
+             for name, methods in defs.items() if name != MODULE]
+    if defs.get(MODULE):
+        lines.append(f"- {MODULE}: the top-level statements (assigning {', '.join(defs[MODULE][:12])})")
+    return "\n".join(lines)
+
+
+def plan_functions(code: str, *texts: str) -> list[str]:
+    """The definitions of `code` the plan's texts name (a word match of a function, class or
+    method name; a method stands for its class), in file order, and MODULE when they name a
+    top-level variable or the script's top-level code."""
+    defs = definitions(code)
+    text = "\n".join(texts)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text.replace(MODULE, " __module__ ")))
+    hit = []
+    for name, methods in defs.items():
+        if name == MODULE:
+            if "__module__" in words or words & set(methods) or _TOP_LEVEL_WORDS.search(text):
+                hit.append(name)
+        elif name in words or (words & {m for m in methods if not m.startswith("__")}):
+            hit.append(name)
+    return hit
+
 
 def make_plan(spec: TopicSpec, code: str, idea: FilteredIdea, llm: LLM) -> ExperimentPlan:
-    res = llm.complete(plan_prompts.plan(code, spec.metric.name, idea.name, idea.title, idea.experiment, idea.summary),
+    res = llm.complete(plan_prompts.plan(code, spec.metric.name, idea.name, idea.title, idea.experiment, idea.summary,
+                                         definitions=describe_definitions(code)),
                        stage="experiment_plans", schema=PlanDraft, max_tokens=400, item=idea.idea_id)
     if not res.ok:  # a plan is a refinement: fall back to the idea's own experiment text
         return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment], location="",
-                              evaluation=spec.metric.name, expected_effect="", error=res.error)
+                              evaluation=spec.metric.name, expected_effect="", error=res.error,
+                              functions=plan_functions(code, idea.experiment))
     p: PlanDraft = res.value
-    return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=p.changes or [idea.experiment],
-                          location=p.location, evaluation=p.evaluation, expected_effect=p.expected_effect)
+    changes = p.changes or [idea.experiment]
+    return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=changes, location=p.location,
+                          evaluation=p.evaluation, expected_effect=p.expected_effect,
+                          functions=plan_functions(code, p.location, *changes))
 
 
 def kept_ideas(df: pl.DataFrame) -> list[FilteredIdea]:

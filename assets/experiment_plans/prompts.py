@@ -1,14 +1,17 @@
-
-
 SYSTEM = "You turn research ideas into precise, minimal code change plans for one Python file."
 
 
-def plan(code: str, metric: str, name: str, title: str, experiment: str, summary: str) -> list[dict]:
+def plan(code: str, metric: str, name: str, title: str, experiment: str, summary: str,
+         definitions: str = "") -> list[dict]:
+    """`definitions`: the file's functions, classes and top-level code, one per line; the plan's
+    location names those it changes (the patch is asked for exactly them)."""
+    where = (f"The file's parts:\n{definitions}\n\n" if definitions else "")
     return [
         {"role": "system", "content": SYSTEM + f"\n\nThe file:\n```python\n{code}\n```"},
         {"role": "user", "content": (
-            f"Idea {name}: {title}\n{summary}\nSuggested experiment: {experiment}\n\n"
-            f"Write the plan: the concrete changes (1-4 items), where in the file (functions/classes), "
+            f"Idea {name}: {title}\n{summary}\nSuggested experiment: {experiment}\n\n{where}"
+            f"Write the plan: the concrete changes (1-4 items), each naming the function, class or "
+            f"top-level variable it changes; the location: the names of the parts it changes, from the list; "
             f"how {metric} is evaluated (keep the script's evaluation and final_info.json unchanged), "
             "and the expected effect.")},
     ]

@@ -1,8 +1,19 @@
-"""Implementing an idea: ask for an edit, apply it, dry-run the result."""
+"""Implementing an idea: ask for several drafts of the edit, check each cheaply (applies,
+compiles, changes what runs, honest, dry run), record them all (assets/patched_code/drafts.py)."""
 import hashlib
 import json
 
 from assets.patched_code import prompts as patch_prompts
+from assets.patched_code.dead_code import dead_code_only
+from assets.patched_code.drafts import (
+    DraftStyle,
+    cheap_order,
+    draft_style,
+    failed_status,
+    mark_duplicate,
+    program_hash,
+    viable,
+)
 from assets.patched_code.edit_formats import (
     WHOLE_FILE_RETRIES,
     EditError,
@@ -17,7 +28,7 @@ from resources.llm import LLM
 from resources.paths import under_home
 from resources.runner import prepare_workspace
 from resources.safe_io import atomic_write_text, read_memo
-from schemas.records import ExperimentPlan, FilteredIdea, Patch
+from schemas.records import Draft, ExperimentPlan, FilteredIdea, Patch
 from schemas.topic import TopicSpec
 
 
@@ -35,36 +46,88 @@ def _check_memo(text: str) -> dict:
     return {"ok": bool(d["ok"]), "last_line": str(d["last_line"])}
 
 
-def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan, llm: LLM, runner) -> Patch:
-    fmt = llm.resolved_edit_format()
-    # an unchanged or uncompilable file is asked for again, sampled, before the idea counts as
-    # not implemented (the 1.5B model returned the file unchanged for most ideas: bench/RESULTS.md "loop")
-    res, resamples = complete_resampled(
-        llm, patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes),
-        resample_on=("no_op", "syntax_error", "dishonest"), stage="patched_code",
-        parse=lambda t: honest_edit(code, apply_edit(code, t, fmt, spec.code), spec.metric.name),
-        max_tokens=max_tokens(fmt),
-        max_retries=WHOLE_FILE_RETRIES, item=idea.idea_id)
+def patch_format(llm) -> str:
+    """The edit format of idea patches: with edit_format "auto" the local model writes only the
+    changed definitions ("functions"; the plan names them), the format it handles best (whole-file
+    rewrites came back unchanged for most ideas: bench/RESULTS.md "loop"); otherwise the
+    resource's choice. A whole file is then the fallback when no draft is usable."""
+    if getattr(llm, "edit_format", None) == "auto" and llm.is_local():
+        return "functions"
+    return llm.resolved_edit_format()
+
+
+def check_edit(code: str, edit, spec: TopicSpec):
+    """The edit, unless it is dishonest (`honest_edit`) or only adds code that never runs in the
+    topic's run (assets/patched_code/dead_code.py): that is not an implementation ("no_op")."""
+    honest_edit(code, edit, spec.metric.name)
+    if reason := dead_code_only(code, edit.code, spec.run_command(OUT_DIR)):
+        raise EditError("no_op", reason + ": call the new code where the training or evaluation runs")
+    return edit
+
+
+def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan,
+               llm: LLM, style: DraftStyle, note: str = "") -> Draft:
+    messages = patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes,
+                                       functions=plan.functions if fmt == "functions" else (),
+                                       extra=style.instruction)
+    parse = lambda t: check_edit(code, apply_edit(code, t, fmt, spec.code), spec)  # noqa: E731
+    kw = dict(stage="patched_code", parse=parse, max_tokens=max_tokens(fmt), item=idea.idea_id)
+    if style.temperature is None:  # the greedy draft, asked again (sampled) when it is unusable
+        res, resamples = complete_resampled(llm, messages, resample_on=("no_op", "syntax_error", "dishonest"),
+                                            max_retries=WHOLE_FILE_RETRIES, **kw)
+    else:  # one sampled answer: the search's breadth comes from the drafts, not from re-asks
+        res, resamples = llm.complete(messages, temperature=style.temperature, seed=style.seed, max_retries=0,
+                                      **kw), 0
+    how = style.how + note
     if not res.ok:
-        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=edit_status(res), reason=res.error,
+        return Draft(index=k, edit_format=fmt, status=edit_status(res), reason=res.error, how=how,
                      resamples=resamples)
-    patch = Patch(idea_id=idea.idea_id, edit_format=fmt, status="ok", diff=res.value.diff, code=res.value.code,
-                  compiles=True, resamples=resamples)
-    if spec.check:  # quick dry run in the sandbox: does it import and start?
-        ws = under_home("workspaces", spec.name, idea.round, idea.name, "check")
-        memo = ws.parent / f"check-{hashlib.sha256((spec.check + patch.code).encode()).hexdigest()[:16]}.json"
-        # checked before (a resumed round): not again; a memo cut short by a kill is checked again
-        checked = read_memo(memo, _check_memo)
-        if checked is None:
-            prepare_workspace(spec.path, ws)
-            remove_hidden(ws, tuple(spec.hidden))  # a scored topic's labels: never in a run's sight
-            (ws / spec.code).write_text(patch.code)
-            r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
-                           memory_mb=spec.budget.memory_mb, **({"hide": [spec.path]} if spec.hidden else {}))
-            checked = {"ok": r.exit_code == 0 and not r.timed_out,
-                       "last_line": (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]}
-            atomic_write_text(memo, json.dumps(checked))
-        patch.imports_ok = checked["ok"]
-        if not patch.imports_ok:
-            patch.reason = "self-check failed: " + checked["last_line"]
-    return patch
+    return Draft(index=k, edit_format=fmt, status="ok", how=how, diff=res.value.diff, code=res.value.code,
+                 code_sha256=program_hash(res.value.code), resamples=resamples)
+
+
+def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan, llm: LLM, runner) -> Patch:
+    """Ask `spec.budget.drafts` drafts (assets/patched_code/drafts.py), check each cheaply and
+    record them all; the Patch carries the first viable draft in cheap order (its code, diff and
+    status) and every draft, which run_results ranks with runs."""
+    fmt = patch_format(llm)
+    drafts: list[Draft] = []
+    for k in range(spec.budget.drafts):
+        drafts.append(mark_duplicate(_ask_draft(k, fmt, spec, code, idea, plan, llm, draft_style(k)), drafts))
+    if not viable(drafts) and fmt == "functions" and llm.resolved_edit_format() == "whole":
+        # the local model's changed-definitions answers were all unusable: a whole file as the fallback
+        drafts.append(mark_duplicate(_ask_draft(len(drafts), "whole", spec, code, idea, plan, llm, draft_style(0),
+                                                note=", whole file (fallback)"), drafts))
+    resamples = sum(d.resamples for d in drafts)
+    if spec.check:
+        for d in viable(drafts):
+            d.imports_ok, last_line = self_check(spec, idea, d.code, runner)
+            if not d.imports_ok:
+                d.reason = "self-check failed: " + last_line
+    order = cheap_order(drafts)
+    if not order:
+        status, reason = failed_status(drafts)
+        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status, reason=reason, resamples=resamples,
+                     drafts=drafts)
+    first = order[0]
+    return Patch(idea_id=idea.idea_id, edit_format=first.edit_format, status="ok", diff=first.diff, code=first.code,
+                 compiles=True, imports_ok=first.imports_ok, reason=first.reason, resamples=resamples, drafts=drafts)
+
+
+def self_check(spec: TopicSpec, idea: FilteredIdea, patched: str, runner) -> tuple[bool, str]:
+    """The topic's quick dry run of a patched file in the sandbox: (passed, its last stderr line).
+    Memoised by command and code: checked before (a resumed round), not again; a memo cut short
+    by a kill is checked again."""
+    ws = under_home("workspaces", spec.name, idea.round, idea.name, "check")
+    memo = ws.parent / f"check-{hashlib.sha256((spec.check + patched).encode()).hexdigest()[:16]}.json"
+    checked = read_memo(memo, _check_memo)
+    if checked is None:
+        prepare_workspace(spec.path, ws)
+        remove_hidden(ws, tuple(spec.hidden))  # a scored topic's labels: never in a run's sight
+        (ws / spec.code).write_text(patched)
+        r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
+                       memory_mb=spec.budget.memory_mb, **({"hide": [spec.path]} if spec.hidden else {}))
+        checked = {"ok": r.exit_code == 0 and not r.timed_out,
+                   "last_line": (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]}
+        atomic_write_text(memo, json.dumps(checked))
+    return checked["ok"], checked["last_line"]

@@ -1,26 +1,83 @@
-"""Running one idea: its attempts, its seeds and its MLflow runs."""
-from assets.run_results.experimenting import OUT_DIR, repeat_seeds, run_with_repair
+"""Running one idea: its drafts (screened, then full runs: assets/run_results/screening.py), its
+attempts, its seeds and its MLflow runs."""
+from assets.patched_code.drafts import cheap_order
+from assets.run_results.experimenting import OUT_DIR, RunTarget, repeat_seeds, run_with_repair
+from assets.run_results.screening import RULE_CHEAP, RULE_SCREENED, enough, full_run_order, pick_best
 from resources.llm import LLM
 from resources.paths import under_home
 from resources.safe_io import read_text_or
 from resources.tracker import Tracker
-from schemas.records import FilteredIdea, Patch, RunResult
+from schemas.records import Draft, DraftRun, FilteredIdea, Patch, RunResult
 from schemas.topic import TopicSpec
 
 
+def candidates(patch: Patch) -> list[Draft]:
+    """The patch's viable drafts in cheap order; a patch recorded before drafts existed is its
+    own single draft."""
+    if patch.drafts:
+        return cheap_order(patch.drafts)
+    return [Draft(index=0, edit_format=patch.edit_format, status="ok", diff=patch.diff, code=patch.code,
+                  imports_ok=patch.imports_ok)]
+
+
 def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner, tracker: Tracker,
-             parent_run: str | None, log, env: dict[str, str] | None = None) -> RunResult:
+             parent_run: str | None, log, env: dict[str, str] | None = None,
+             reference: float | None = None) -> RunResult:
+    """Run an idea's drafts by the rule of assets/run_results/screening.py: short runs rank them
+    when the topic has `screen:`, full runs (with repairs) go to the best until `budget.promote`
+    succeeded, the best full metric is the result and only it repeats its seeds. `reference`: the
+    mean of the round's reference code's seeds, which seed 0 must beat for the seeds to be repeated
+    (None: the baseline's, see experimenting.repeat_seeds)."""
     if patch.status == "no_op":
         return RunResult(idea_id=patch.idea_id, status="not_implemented", reason=patch.reason)
     if patch.status != "ok":
         return RunResult(idea_id=patch.idea_id, status="failed", reason=f"patch {patch.status}: {patch.reason}")
-    workdir = under_home("workspaces", spec.name, idea.round, idea.name)
-    result = run_with_repair(spec, patch.code, runner=runner, llm=llm, workdir=workdir, idea_id=patch.idea_id,
-                             title=idea.title, max_repairs=spec.budget.debug_attempts,
-                             edit_format=patch.edit_format, log=log, env=env)
-    result = repeat_seeds(spec, result, runner, workdir, env=env, log=log)
+    drafts = {d.index: d for d in candidates(patch)}
+    cheap = list(drafts)
+    root = under_home("workspaces", spec.name, idea.round, idea.name)
+    single = len(cheap) == 1
+    runs = {i: DraftRun(index=i) for i in cheap}
+
+    def say(i: int):
+        return log if single else (lambda m: log(f"[draft {i}] {m}"))
+
+    def workdir(i: int):
+        return root if single else root / f"draft-{i}"
+
+    screened = None
+    if spec.screen and not single:  # rung 0: one short run per draft, no repairs
+        target = RunTarget.of_topic(spec, "screen")
+        for i, d in drafts.items():
+            r = run_with_repair(target, d.code, runner=runner, llm=None, workdir=workdir(i) / "screen",
+                                idea_id=patch.idea_id, title=idea.title, max_repairs=0, edit_format=d.edit_format,
+                                log=say(i), env=env)
+            runs[i].screen_status, runs[i].screen_value, runs[i].screen_reason = r.status, r.metric_value, r.reason
+        screened = runs
+    order = full_run_order(cheap, screened, spec.metric.goal)
+    results = {}
+    for i in order:  # rung 1: full runs with the repair search, down the ranking
+        d = drafts[i]
+        r = run_with_repair(spec, d.code, runner=runner, llm=llm, workdir=workdir(i), idea_id=patch.idea_id,
+                            title=idea.title, max_repairs=spec.budget.debug_attempts, edit_format=d.edit_format,
+                            log=say(i), env=env)
+        results[i] = r
+        runs[i] = runs[i].model_copy(update={"promoted": True, "status": r.status, "metric_value": r.metric_value,
+                                             "reason": r.reason, "n_attempts": r.n_attempts})
+        if enough(runs, spec.budget.promote):
+            break
+    chosen = pick_best(order, runs, spec.metric.goal)
+    chosen = order[0] if chosen is None else chosen
+    if not single:
+        log(f"{patch.idea_id}: draft {chosen} chosen of {len(cheap)} viable draft(s); full runs: "
+            + ", ".join(f"{i}={runs[i].status}" for i in order if runs[i].promoted))
+    result = repeat_seeds(spec, results[chosen], runner, workdir(chosen), env=env, log=say(chosen),
+                          reference=reference)
+    rule = (RULE_SCREENED if screened is not None else RULE_CHEAP).format(promote=spec.budget.promote)
+    result = result.model_copy(update={"draft": chosen, "drafts": [runs[i] for i in cheap], "rule": rule})
     if result.mlflow_run_id is None:
-        result.mlflow_run_id = track_idea(tracker, spec, idea, patch, result, parent_run, workdir)
+        result.mlflow_run_id = track_idea(tracker, spec, idea, patch.model_copy(update={
+            "diff": drafts[chosen].diff, "edit_format": drafts[chosen].edit_format}), result, parent_run,
+            workdir(chosen))
     return result
 
 

@@ -13,6 +13,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--out_dir", required=True)
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--dry_run", action="store_true", help="tiny data, 1 step: a quick self-check")
+parser.add_argument("--screen", action="store_true", help="a short run: a third of the epochs (ranks drafts)")
 args = parser.parse_args()
 
 # -- config --
@@ -23,6 +24,8 @@ BATCH_SIZE = 64
 LR = 1e-3
 if args.dry_run:
     N_TRAIN, N_TEST, EPOCHS = 200, 200, 1
+if args.screen:  # the same training, shorter: topic.yaml `screen:` ranks an idea's drafts with it
+    EPOCHS = max(1, EPOCHS // 3)
 
 torch.manual_seed(args.seed)
 np.random.seed(args.seed)

@@ -1,0 +1,62 @@
+"""Which of an idea's drafts get full runs, and which one is the idea's result (issue 14).
+
+The rule (successive halving with two rungs, the second of size `budget.promote`):
+
+1. Rung 0, only when the topic declares `screen:` and the idea has two or more viable drafts:
+   every viable draft runs the short command once (seed 0, no repairs). A draft whose short run
+   fails or leaves the metric out drops out; the others are ranked by their metric (ties: the
+   cheap order, assets/patched_code/drafts.py `cheap_order`).
+2. Rung 1: full runs (with the repair search) go down that ranking until `budget.promote` drafts
+   have succeeded or the ranking ends. If no draft passed the screen, the first draft in cheap
+   order still gets its full run: its repairs may fix what the short run hit, so screening never
+   leaves an idea with fewer runs than no screening would.
+   Without `screen:` (or with one viable draft) the ranking is the cheap order itself: the
+   full runs stop at the first success when promote = 1.
+3. The idea's result is the successful full run with the best metric (ties: the earlier in the
+   ranking); only it repeats its seeds (assets/run_results/experimenting.py `repeat_seeds`). With
+   no success, the result is the first full run's failure.
+
+Full runs cost `promote` (plus one per draft that fails its full run) instead of one per draft;
+the screen costs one short run per viable draft."""
+from __future__ import annotations
+
+from schemas.records import DraftRun
+
+RULE_SCREENED = "screened: best short-run metric first, full runs until {promote} succeeded, best full metric kept"
+RULE_CHEAP = "cheap order (dry run passed, then order asked), full runs until {promote} succeeded, best metric kept"
+
+
+def better(a: float, b: float, goal: str) -> bool:
+    return a > b if goal == "maximize" else a < b
+
+
+def screened_order(cheap: list[int], runs: dict[int, DraftRun], goal: str) -> list[int]:
+    """The drafts that passed the short run, best metric first (ties: cheap order)."""
+    passed = [i for i in cheap if runs[i].screen_status == "success" and runs[i].screen_value is not None]
+    sign = -1.0 if goal == "maximize" else 1.0
+    return sorted(passed, key=lambda i: (sign * runs[i].screen_value, cheap.index(i)))
+
+
+def full_run_order(cheap: list[int], runs: dict[int, DraftRun] | None, goal: str) -> list[int]:
+    """Who may get a full run, in order: the cheap order without screening (`runs` None); with
+    it, the drafts that passed ranked by the short run, or the cheap order's first when none did."""
+    if runs is None:
+        return list(cheap)
+    return screened_order(cheap, runs, goal) or cheap[:1]
+
+
+def enough(runs: dict[int, DraftRun], promote: int) -> bool:
+    """Stop giving full runs: `promote` drafts have succeeded."""
+    return sum(r.status == "success" for r in runs.values()) >= promote
+
+
+def pick_best(order: list[int], runs: dict[int, DraftRun], goal: str) -> int | None:
+    """The successful full run with the best metric (ties: earlier in `order`); None: none succeeded."""
+    best = None
+    for i in order:
+        r = runs[i]
+        if r.status != "success" or r.metric_value is None:
+            continue
+        if best is None or better(r.metric_value, runs[best].metric_value, goal):
+            best = i
+    return best
