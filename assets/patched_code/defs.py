@@ -3,7 +3,7 @@ import dagster as dg
 import polars as pl
 
 from assets.experiment_plans.planning import kept_ideas
-from assets.patched_code.patching import make_patch
+from assets.patched_code.patching import make_patch, patch_format
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset
@@ -39,7 +39,12 @@ def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFra
     ], asset_key="patched_code")
     return dg.MaterializeResult(value=df, check_results=[check], metadata={
         "applied": sum(p.status == "ok" for p in patches), "failed": sum(p.status != "ok" for p in patches),
-        "edit_format": llm.resolved_edit_format(),
+        "edit_format": patch_format(llm),
+        # the implementation search: drafts asked, usable, dropped as the same program, changing nothing
+        "drafts": sum(len(p.drafts) for p in patches),
+        "drafts_viable": sum(d.status == "ok" for p in patches for d in p.drafts),
+        "drafts_duplicate": sum(d.status == "duplicate" for p in patches for d in p.drafts),
+        "drafts_no_op": sum(d.status == "no_op" for p in patches for d in p.drafts),
         "patches": dg.MetadataValue.md(md_table([{**p.model_dump(), "diff_lines": p.diff.count("\n")} for p in patches],
                                                 ["idea_id", "status", "diff_lines", "imports_ok", "reason"])),
         **usage_metadata(usage, by_idea=True), **topic_metadata(captured),

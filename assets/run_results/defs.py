@@ -81,8 +81,8 @@ def collect_run_results(context: dg.OpExecutionContext, outcomes: list, tracker:
         "attempts": sum(r.n_attempts for r in results), "parallel_limit": parallel_limit(),
         "mlflow_round_run": tracker.round_run(topic, round_key) or "",
         "results": dg.MetadataValue.md(md_table([r.model_dump() for r in results],
-                                                ["idea_id", "status", "n_attempts", "metric_value", "reason",
-                                                 "mlflow_run_id"])),
+                                                ["idea_id", "status", "draft", "n_attempts", "metric_value",
+                                                 "reason", "mlflow_run_id"])),
         **usage_metadata(calls, by_idea=True),
     })
     yield expectation_check("success_has_metrics", df.with_columns(
