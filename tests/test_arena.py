@@ -215,3 +215,37 @@ def test_spearman():
     assert spearman([1, 1, 1], [1, 2, 3]) is None
     with pytest.raises(ValueError):
         spearman([1, 2, 3], [1, 2])
+
+
+def _spec(arena: bool, budget: int):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(title="Point clouds", description="Classify shapes.", ideation=IdeationSpec(arena=arena),
+                           budget=SimpleNamespace(ideas_per_round=budget),
+                           metric=SimpleNamespace(name="accuracy", goal="maximize"))
+
+
+def test_stage_entry_runs_only_when_switched_on_and_over_budget():
+    from assets.filtered_ideas.arena import arena_for, arena_metadata
+
+    items = [idea(n, q) for n, q in enumerate([1, 3, 2, 4])]
+    llm = FakeJudgeLLM(consistent)
+    assert arena_for(items, _spec(False, 2), "code", llm) is None
+    assert arena_for(items, _spec(True, 4), "code", llm) is None
+    assert llm.asked == [] and arena_metadata(None, items) == {}
+    out = arena_for(items, _spec(True, 2), "LR = 0.1\n", llm)
+    assert len(llm.asked) == 12 and out.top(2) == ["i3", "i1"]
+    meta = arena_metadata(out, items)
+    table = meta["arena"].value
+    assert table.splitlines()[0] == "| " + " | ".join(ROW_COLUMNS) + " |"
+    assert table.splitlines()[2].startswith("| 1 | idea_3 |")
+    assert meta["arena_judgements"] == 12 and meta["arena_malformed"] == 0 and "K=32" in meta["arena_elo"]
+
+
+def test_the_judge_sees_the_code_and_both_ideas():
+    from assets.filtered_ideas.arena_prompts import judge
+
+    msgs = judge("T", "D", "accuracy", "maximize", "EPOCHS = 3\n", ("ta", "sa", "ea"), ("tb", "sb", "eb"))
+    user = msgs[-1]["content"]
+    assert "EPOCHS = 3" in user and user.index("Idea A: ta") < user.index("Idea B: tb")
+    assert all(c in user for c in CRITERIA)

@@ -227,3 +227,33 @@ def with_ratings(filtered: Sequence, outcome: ArenaOutcome | None) -> list:
         out.append(f.model_copy(update={"arena_rating": round(outcome.ratings[f.idea_id], 2),
                                         "arena_rank": outcome.rank(f.idea_id), "arena_record": f"{w}-{l_}-{t}"}))
     return out
+
+
+def arena_for(items: Sequence[Idea], spec, code: str, llm: Completes,
+              log: Callable[[str], None] = lambda _: None) -> ArenaOutcome | None:
+    """The stage's entry point: the tournament over `items` when the topic switches the arena on
+    (`ideation.arena`) and there are more candidates than `budget.ideas_per_round`; else None.
+    `spec` is the round's TopicSpec, `code` the code the ideas would change."""
+    if not needed(len(items), spec.budget.ideas_per_round, spec.ideation.arena):
+        return None
+    log(f"arena: {len(items)} candidates for {spec.budget.ideas_per_round} places, "
+        f"{len(items) * (len(items) - 1)} judgements")
+    judge = llm_judge(llm, spec.title, spec.description, spec.metric.name, spec.metric.goal, code)
+    return tournament(items, judge, log=log)
+
+
+def arena_metadata(outcome: ArenaOutcome | None, items: Sequence[Idea]) -> dict:
+    """The asset's metadata entries: the ratings table (Markdown) and the constants, or nothing."""
+    if outcome is None:
+        return {}
+    import dagster as dg
+
+    from assets.shared.metadata import md_table
+
+    names = {i.idea_id: i.name for i in items}
+    return {
+        "arena": dg.MetadataValue.md(md_table(outcome.rows(names), ROW_COLUMNS)),
+        "arena_judgements": len(outcome.judgements),
+        "arena_malformed": sum(j.error is not None for j in outcome.judgements),
+        "arena_elo": f"K={K_FACTOR:g}, initial {INITIAL_RATING:g}, mean over {ORDERS} match orders",
+    }
