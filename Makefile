@@ -74,7 +74,7 @@ bench: setup
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.run_bench
 
 # one benchmark: make bench-ranking | bench-filtering | bench-independence | bench-repair |
-# bench-parallel | bench-topics | bench-loop | bench-null (each writes its raw record and
+# bench-parallel | bench-topics | bench-loop | bench-null | bench-implementation (each writes its raw record and
 # rewrites its own section of bench/RESULTS.md; `make bench` writes the section make-bench)
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
