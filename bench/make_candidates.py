@@ -11,7 +11,7 @@ search the pipeline runs. One JSON line per paper goes to stdout (or --out): ran
 title, abstract. With --labels, each line also says whether that label file has the paper and
 its label, and a last summary line on stderr counts the retrieved papers still unlabelled and the
 labelled papers the search did not return (the hand-picked distractors; the label files mark
-each row's origin in the field `origin`: "retrieved" or "distractor").
+each row's origin in the field `origin`: "retrieved" or "added").
 
 bench/labels/dev_topics.yaml lists the development topics (topic source, label file, how deep the
 search was labelled); `--dev NAME` takes both from there. The labels themselves are written by
@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--topic-yaml", help="a YAML file with only title and description (bench/labels/*_topic.yaml)")
     src.add_argument("--dev", metavar="NAME", help="a development topic of bench/labels/dev_topics.yaml "
                      "(its topic, and its label file unless --labels is given)")
-    ap.add_argument("--n", type=int, default=60, help="how many papers to retrieve (default 60)")
+    ap.add_argument("--n", type=int, help="how many papers to retrieve (default 60; with --dev, the depth "
+                    "its labels cover)")
     ap.add_argument("--labels", help="a label file (JSON lines) to compare the candidates with")
     ap.add_argument("--out", help="write the candidates here instead of stdout")
     ap.add_argument("--corpus", help="another corpus file (default: the shipped corpus/papers.jsonl)")
@@ -110,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         entry = dev_topic(args.dev)
         query = query_of(entry["topic"])
         args.labels = args.labels or entry["labels"]
+        args.n = args.n or entry["retrieved"]
     else:
         query = topic_query(args.topic, args.topic_yaml)
+    args.n = args.n or 60
     rows = candidates(query, args.n, args.corpus, args.index_dir)
     labels = read_labels(args.labels) if args.labels else None
     if labels is not None:

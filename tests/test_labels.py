@@ -123,6 +123,10 @@ def test_cli_marks_labelled_candidates(monkeypatch, tmp_path, capsys):
     assert [(r["paper_id"], r["labelled"], r["relevant"]) for r in rows] == [
         ("kipf2017semi", True, True), ("nobody2099", False, None)]
     assert "1 of them unlabelled: nobody2099" in capsys.readouterr().err
+    main(["--dev", "graph_node_classification", "--out", str(out)])
+    assert seen["n"] == 50  # without --n, the depth the topic's labels cover
+    main(["--topic-yaml", str(ROOT / "bench" / "labels" / "graph_topic.yaml"), "--out", str(out)])
+    assert seen["n"] == 60
 
 
 @pytest.mark.slow
