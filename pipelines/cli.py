@@ -4,6 +4,7 @@
                                                sensors' jobs (one run per round), their stop rules
   researchloop status                          topics, rounds done, best result, tokens
   researchloop lineage IDEA_ID                 how an idea arose, what it changed and scored
+  researchloop lineage TOPIC                   the topic's best code round by round (stacked wins)
   researchloop rank --topic T --papers F.jsonl rank a paper list for a topic (JSON lines out)
 """
 from __future__ import annotations
@@ -496,11 +497,11 @@ def cmd_status(args) -> int:
 
 def cmd_lineage(args) -> int:
     _ensure_home()
-    from pipelines.lineage import idea_lineage
+    from pipelines.lineage import lineage
 
-    text = idea_lineage(args.idea_id)
+    text = lineage(args.idea_id)
     print(text)
-    return 0 if not text.startswith("unknown idea") else 1
+    return 0 if not text.startswith("unknown") else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -520,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("status", help="topics, rounds done, best results")
     s.set_defaults(fn=cmd_status)
     l = sub.add_parser("lineage", help="how an idea arose, what it changed, what it scored")
-    l.add_argument("idea_id", help="e.g. pointcloud_classification/r1/some_idea")
+    l.add_argument("idea_id", help="e.g. pointcloud_classification/r1/some_idea; a topic name prints its best "
+                   "code round by round (stacked wins)")
     l.set_defaults(fn=cmd_lineage)
     from pipelines import rank_cli
 

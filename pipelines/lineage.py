@@ -1,15 +1,19 @@
 """Record-level lineage: topic -> papers -> idea -> filter -> plan -> patch -> attempts ->
-verdict -> the later ideas that built on it, read from the stored records."""
+verdict -> the later ideas that built on it, read from the stored records; and the ancestry of
+stacked wins: which best code an idea was built on, whether it became part of a later best, and
+a topic's best code round by round (`best_chain`)."""
 from __future__ import annotations
 
 from resources.store import RecordStore, Store, record_store, round_number
 from schemas.frames import from_frame
 from schemas.records import (
+    BestCode,
     ExperimentPlan,
     Feedback,
     FilteredIdea,
     PaperScore,
     Patch,
+    RoundReference,
     RunResult,
     TopicBrief,
 )
@@ -127,4 +131,66 @@ def idea_lineage(idea_id: str, store: RecordStore | Store | None = None) -> str:
         else:
             out.append("- (not recorded: the round predates per-idea accounting, or made no LLM call)")
     out += _later_rounds(store, topic, round_key, idea_id)
+    out += _stacking(store, topic, round_key, idea_id)
     return "\n".join(out)
+
+
+def _stacking(store: RecordStore | Store, topic: str, round_key: str, idea_id: str) -> list[str]:
+    """Which code the idea was built on (its round's reference) and the later best codes it is part of."""
+    out = ["## built on"]
+    df = store.read("round_reference", topic, round_key)
+    if df is None:
+        out.append("- (no round_reference recorded: the original reference code)")
+    else:
+        ref = from_frame(df, RoundReference)[0]
+        if ref.source == "baseline":
+            out.append(f"- the original reference code (reference: {ref.mode})")
+        else:
+            out.append(f"- the best code of {ref.read_from.split('|')[0]}: {ref.source} (reference: {ref.mode}), "
+                       f"containing {' -> '.join(ref.chain)}")
+        if ref.best.source != ref.source:
+            out.append(f"- the current best it was also judged against: {ref.best.source}")
+    out.append("## part of the best code")
+    found = []
+    for rk in store.rounds("best_code", topic):
+        if round_number(rk) < round_number(round_key):
+            continue
+        b = from_frame(store.read("best_code", topic, rk), BestCode)[0]
+        if idea_id in b.chain:
+            found.append(f"- best after {rk}: {b.source}, {b.metric_name} {_metric(b)}"
+                         + (" (new this round)" if b.improved else ""))
+    return out + (found or ["- (not part of any best code yet)"])
+
+
+def _metric(b: BestCode) -> str:
+    from assets.best_code.stacking import interval_text
+
+    return interval_text(b)
+
+
+def best_chain(topic: str, store: RecordStore | Store | None = None) -> str:
+    """A topic's best code round by round: source, metric with its interval, what changed, and
+    the chain of ideas the latest best contains, with its diff against the original."""
+    store = store or record_store()
+    rounds = store.rounds("best_code", topic)
+    if not rounds:
+        return f"unknown topic {topic!r} or no best_code recorded yet"
+    out = [f"# best code of {topic}, round by round"]
+    last = None
+    for rk in rounds:
+        b = from_frame(store.read("best_code", topic, rk), BestCode)[0]
+        out.append(f"- {rk}: {b.source} {b.metric_name} {_metric(b)}"
+                   + (f" - new: {b.reason}" if b.improved else f" - {b.reason}"))
+        last = b
+    out.append(f"## chain of the best after {last.round} (baseline {last.baseline_value})")
+    out += [f"- {r}: {i}: {t}" for r, i, t in zip(last.chain_rounds, last.chain, last.chain_titles)] \
+        or ["- (none: the original reference code is still the best)"]
+    if last.diff:
+        out += ["## diff against the original", last.diff[:4000]]
+    return "\n".join(out)
+
+
+def lineage(target: str, store: RecordStore | Store | None = None) -> str:
+    """`researchloop lineage`: an idea id (<topic>/<round>/<name>) prints the idea's lineage; a
+    topic name prints its best-code chain."""
+    return idea_lineage(target, store) if "/" in target else best_chain(target, store)

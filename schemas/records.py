@@ -233,7 +233,74 @@ class Feedback(BaseModel):
                                  "whole round (and of ideas dropped by the filter)")
     shared_cost_usd: float = Field(0.0, description="the same share of their price")
 
+    # stacked wins (assets/round_reference, assets/best_code): `verdict`, `delta` and the test above are
+    # against the round's reference code (topic.yaml `reference`); the same test against the original
+    # baseline and against the current best is reported beside it (defaults: records from before stacking)
+    reference: str = Field("baseline", description="what the verdict is against: 'baseline' (the original "
+                           "reference code) or the idea id of the best code this round built on")
+    reference_value: float | None = Field(None, description="mean of the reference code's seeds")
+    baseline_verdict: str = Field("", description="the verdict against the original baseline")
+    baseline_delta: float | None = Field(None, description="idea - original baseline (means over seeds)")
+    baseline_ci_low: float | None = None
+    baseline_ci_high: float | None = None
+    baseline_p_value: float | None = None
+    best_source: str = Field("", description="the current best before this round: 'baseline' or an idea id")
+    best_value: float | None = Field(None, description="mean of the current best's seeds")
+    best_verdict: str = Field("", description="the verdict against the current best (an improvement here "
+                              "makes the idea a candidate for the next best_code)")
+    best_delta: float | None = None
+    best_ci_low: float | None = None
+    best_ci_high: float | None = None
+    best_p_value: float | None = None
+
     @property
     def tokens(self) -> int:
         """The idea's own tokens (prompt + completion)."""
         return self.prompt_tokens + self.completion_tokens
+
+
+class BestCode(BaseModel):
+    """best_code: the best verified code of a topic after a round (assets/best_code/stacking.py),
+    with what it contains (the chain of ideas, oldest first) and its diff against the original."""
+    topic: str
+    round: str = Field(description="the round after which this is the best; '' before any round")
+    source: str = Field("baseline", description="the idea whose code this is, or 'baseline' (the original)")
+    source_round: str = ""
+    improved: bool = Field(False, description="this round made a new best")
+    reason: str = Field("", description="why this code is the best: the verdict behind it, or why it was kept")
+    code: str
+    code_sha256: str
+    original_sha256: str = Field(description="sha256 of the reference code topic_brief captured")
+    runs_sha256: str = Field(description="sha256 of what a metric value depends on besides the code (run, "
+                             "score, metric): a best measured under other commands is not carried over")
+    diff: str = Field("", description="unified diff against the original reference code")
+    metric_name: str
+    metric_goal: str
+    metric_value: float | None = Field(None, description="mean over seeds")
+    seed_values: list[float] = Field(default_factory=list)
+    metric_spread: float = 0.0
+    ci_low: float | None = Field(None, description="95% t-interval of the mean over seeds, low end")
+    ci_high: float | None = None
+    baseline_value: float | None = None
+    chain: list[str] = Field(default_factory=list, description="idea ids the code contains, oldest first")
+    chain_titles: list[str] = Field(default_factory=list)
+    chain_rounds: list[str] = Field(default_factory=list)
+    candidates: list[str] = Field(default_factory=list, description="this round's ideas judged improvements "
+                                  "over the previous best")
+
+
+class RoundReference(BaseModel):
+    """round_reference: what a round works on. `code` is what its stages edit and run (the best
+    code so far with topic.yaml `reference: best`, the original with `baseline`); `best` is the
+    current best, against which every verdict is also reported."""
+    topic: str
+    round: str
+    mode: Literal["best", "baseline"]
+    source: str = Field(description="'baseline' or the idea id whose code `code` is")
+    code: str
+    code_sha256: str
+    values: list[float] = Field(default_factory=list, description="the reference code's seed values")
+    chain: list[str] = Field(default_factory=list, description="ideas `code` contains, oldest first")
+    best: BestCode
+    read_from: str = Field("", description="the best_code partition read (empty: none, the baseline)")
+    note: str = ""

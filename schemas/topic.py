@@ -135,6 +135,10 @@ class TopicSpec(BaseModel):
     budget: Budget = Budget()
     ideation: IdeationSpec = IdeationSpec()
     literature: LiteratureSpec | None = Field(None, description="this topic's paper source; empty: the global one")
+    reference: Literal["best", "baseline"] = Field(
+        "best", description="the code each round edits: best = the best verified code so far (an idea judged an "
+        "improvement becomes the next round's reference, assets/best_code); baseline = the original reference "
+        "file every round (DOLPHIN's fixed reference)")
     dir: str = Field("", exclude=True, description="folder holding topic.yaml (filled on load)")
 
     @field_validator("code")

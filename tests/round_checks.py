@@ -116,9 +116,11 @@ def link_problems(rec: dict[str, list], topic: str, round_key: str, baseline: fl
         if f.metric_value is None or abs(f.metric_value - r.metric_value) > EPS:
             out.append(f"{f.idea_id}: verdict metric {f.metric_value} is not the run's {r.metric_value}")
             continue
-        if f.delta is None or abs(f.delta - (f.metric_value - f.baseline_value)) > EPS:
-            out.append(f"{f.idea_id}: delta {f.delta} is not metric - baseline")
-        gain = sign * (f.metric_value - f.baseline_value)
+        # the verdict is against the round's reference code: the baseline, or the best code so far (stacking)
+        ref = f.reference_value if f.reference != "baseline" and f.reference_value is not None else f.baseline_value
+        if f.delta is None or abs(f.delta - (f.metric_value - ref)) > EPS:
+            out.append(f"{f.idea_id}: delta {f.delta} is not metric - reference ({f.reference})")
+        gain = sign * (f.metric_value - ref)
         single_seed = len(r.seed_values) <= 1 and r.metric_spread == 0
         if f.verdict == "improvement" and not gain > tolerance:
             out.append(f"{f.idea_id}: improvement although the gain {gain:+.4g} is within tolerance {tolerance}")

@@ -3,8 +3,8 @@ import dagster as dg
 
 from pipelines.definitions import defs
 
-ROUND = ["papers", "paper_rankings", "ideas", "filtered_ideas", "experiment_plans", "patched_code",
-         "run_results", "feedback_summary"]
+ROUND = ["round_reference", "papers", "paper_rankings", "ideas", "filtered_ideas", "experiment_plans",
+         "patched_code", "run_results", "feedback_summary", "best_code"]
 
 
 def test_definitions_load_and_name_every_asset():

@@ -3,6 +3,7 @@ import dagster as dg
 import polars as pl
 
 from assets.experiment_plans.planning import kept_ideas, make_plan
+from assets.round_reference.reference import reference_metadata, reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset
@@ -18,9 +19,10 @@ from schemas.records import ExperimentPlan
     topic_inputs=("topic_brief",),
 )
 def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataFrame, topic_brief: pl.DataFrame,
-                     llm: LLM):
+                     round_reference: pl.DataFrame, llm: LLM):
     captured = topic_of(topic_brief)
-    spec, code = captured.spec, captured.code
+    rt = reference_of(topic_brief, round_reference)
+    spec, code = captured.spec, rt.code  # plans for the round's reference code
     with llm.track("experiment_plans") as usage:
         plans = llm.map(lambda i: make_plan(spec, code, i, llm), kept_ideas(filtered_ideas))
     df = to_frame(plans, ExperimentPlan)
@@ -32,5 +34,5 @@ def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataF
         "count": len(plans), "fallbacks": sum(p.error is not None for p in plans),
         "plans": dg.MetadataValue.md(md_table([{**p.model_dump(), "changes": "; ".join(p.changes)} for p in plans],
                                               ["name", "changes", "location", "expected_effect", "error"])),
-        **usage_metadata(usage, by_idea=True), **topic_metadata(captured),
+        **usage_metadata(usage, by_idea=True), **topic_metadata(captured), **reference_metadata(rt),
     })

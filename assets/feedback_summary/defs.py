@@ -14,6 +14,7 @@ from assets.feedback_summary.feedback import (
     verdict_table,
     with_usage,
 )
+from assets.round_reference.reference import reference_metadata, reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import (
     md_table,
@@ -35,21 +36,24 @@ from schemas.records import Feedback, FilteredIdea, RunResult
 
 @round_asset(
     "verdicts_valid", "each verdict is one of the four; judged ideas carry a metric",
-    "Per idea: improvement / maintenance / decline / failed vs baseline; the effective ideas for the next round.",
+    "Per idea: improvement / maintenance / decline / failed vs the round's reference code (the baseline, or the "
+    "best code so far with `reference: best`), also reported vs the original baseline and the current best; the "
+    "effective ideas for the next round.",
     topic_inputs=("baseline_results", "topic_brief"), kinds=("python", "mlflow"),
 )
 def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFrame, filtered_ideas: pl.DataFrame,
-                     baseline_results: pl.DataFrame, topic_brief: pl.DataFrame, tracker: Tracker, llm: LLM,
-                     store: RecordStore):
+                     baseline_results: pl.DataFrame, topic_brief: pl.DataFrame, round_reference: pl.DataFrame,
+                     tracker: Tracker, llm: LLM, store: RecordStore):
     topic, round_key = round_key_of(context)
     captured = topic_of(topic_brief)
+    rt = reference_of(topic_brief, round_reference)  # verdicts against the round's reference and the current best
     spec = captured.spec  # the tolerance and direction the round started with
     base = from_frame(baseline_results, RunResult)[0]
     if base.metric_value is None:
         raise ValueError(f"the baseline of {topic} has no {spec.metric.name}: {base.reason}")
     ideas, results = from_frame(filtered_ideas, FilteredIdea), from_frame(run_results, RunResult)
     rows = summarise(ideas, results, base.metric_value, spec.metric.goal, spec.metric.tolerance,
-                     baseline_values=base.seed_values)
+                     baseline_values=base.seed_values, reference=rt.reference)
     with llm.track("feedback_summary") as usage:
         analysis, analysis_error = analyse_round(spec, base.metric_value, rows, llm)
     stages = [a.key.to_user_string() for a in ROUND_STAGES()]
@@ -93,7 +97,8 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
                                                          "cost_per_idea"])),
         "lineage": dg.MetadataValue.md(lineage_table(ideas, results, rows)),
         "analysis": dg.MetadataValue.md(analysis or f"(no analysis: {analysis_error})"),
-        **usage_metadata(usage), **topic_metadata(captured),
+        **usage_metadata(usage), **topic_metadata(captured), **reference_metadata(rt),
+        "current_best": rt.best.source,
         "progress_plot": dg.MetadataValue.md(f"![progress](data:image/png;base64,{base64.b64encode(png).decode()})"),
         "progress_plot_file": dg.MetadataValue.path(str(plot_path)),
     })

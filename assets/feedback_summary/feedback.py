@@ -8,7 +8,7 @@ from resources.llm import LLM
 from resources.store import RecordStore, Store
 from schemas.frames import from_frame
 from schemas.llm_outputs import RoundAnalysis
-from schemas.records import Feedback, FilteredIdea, RunResult
+from schemas.records import Feedback, FilteredIdea, RoundReference, RunResult
 
 VERDICTS = ["improvement", "maintenance", "decline", "failed"]
 
@@ -21,18 +21,25 @@ def ROUND_STAGES():  # the round's assets, looked up late (assets/__init__ impor
 
 def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
               tolerance: float, baseline_spread: float = 0.0,
-              baseline_values: list[float] | None = None) -> list[Feedback]:
+              baseline_values: list[float] | None = None, reference: RoundReference | None = None) -> list[Feedback]:
     """One verdict per kept idea by the seed test of verdicts.judge_seeds: the idea's seed
-    values (just its one run when it was not repeated) against the baseline's (`baseline_values`;
-    without them the single `baseline`). `baseline_spread` is unused (kept for older callers)."""
+    values (just its one run when it was not repeated) against those of the round's reference
+    code (`reference`, see assets/round_reference; without one, the baseline's), and the same
+    test against the original baseline (`baseline_values`; without them the single `baseline`)
+    and against the current best, reported beside it. `baseline_spread` is unused (kept for
+    older callers)."""
     base_vals = [v for v in (baseline_values or []) if v is not None] or [baseline]
+    ref_vals = base_vals if reference is None or reference.source == "baseline" else reference.values
+    best_vals = base_vals if reference is None or reference.best.source == "baseline" else reference.best.seed_values
+    ref_name = "baseline" if reference is None else reference.source
+    best_name = "baseline" if reference is None else reference.best.source
     by_id = {r.idea_id: r for r in results}
     out = []
     for i in ideas:
         if not i.kept:
             continue
         r = by_id.get(i.idea_id)
-        stats: dict = {"n_baseline_seeds": len(base_vals)}
+        stats: dict = {"n_baseline_seeds": len(ref_vals)}
         if r is None:
             verdict, reason, value = "failed", "no run result (planning or patching did not finish)", None
         elif r.status != "success":
@@ -41,14 +48,23 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
             verdict, reason, value = "failed", "no valid metric", None
         else:
             value = r.metric_value
-            verdict, reason, c = judge_seeds(r.seed_values or [value], base_vals, goal, tolerance)
+            seeds = r.seed_values or [value]
+            verdict, reason, c = judge_seeds(seeds, ref_vals, goal, tolerance)
             stats.update(n_seeds=c.n_idea, ci_low=_r(c.ci_low), ci_high=_r(c.ci_high),
                          p_value=_r(c.p_better), test=c.test)
-        base_mean = sum(base_vals) / len(base_vals)
+            for side, vals in (("baseline", base_vals), ("best", best_vals)):
+                v, _, cs = judge_seeds(seeds, vals, goal, tolerance)
+                stats.update({f"{side}_verdict": v, f"{side}_delta": _r(cs.mean_diff), f"{side}_ci_low": _r(cs.ci_low),
+                              f"{side}_ci_high": _r(cs.ci_high), f"{side}_p_value": _r(cs.p_better)})
+        if value is None:
+            stats.update(baseline_verdict="failed", best_verdict="failed")
+        ref_mean = sum(ref_vals) / len(ref_vals)
         out.append(Feedback(idea_id=i.idea_id, name=i.name, title=i.title, summary=i.summary, verdict=verdict,
-                            reason=reason, metric_value=value, baseline_value=baseline,
-                            delta=None if value is None else round(value - base_mean, 6),
-                            effective=verdict == "improvement", **stats))
+                            reason=reason if ref_name == "baseline" else f"vs {ref_name}: {reason}",
+                            metric_value=value, baseline_value=baseline,
+                            delta=None if value is None else round(value - ref_mean, 6),
+                            effective=verdict == "improvement", reference=ref_name, reference_value=_r(ref_mean),
+                            best_source=best_name, best_value=_r(sum(best_vals) / len(best_vals)), **stats))
     return out
 
 
@@ -56,8 +72,22 @@ def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 6)
 
 
-VERDICT_COLUMNS = ["idea_id", "verdict", "metric_value", "baseline_value", "mean_diff", "interval_95", "seeds",
-                   "p_value", "llm_calls", "tokens", "cost_usd", "shared_tokens", "shared_cost_usd", "reason"]
+VERDICT_COLUMNS = ["idea_id", "verdict", "vs", "metric_value", "baseline_value", "mean_diff", "interval_95", "seeds",
+                   "p_value", "vs_baseline", "vs_best", "llm_calls", "tokens", "cost_usd", "shared_tokens",
+                   "shared_cost_usd", "reason"]
+
+
+def comparison_cell(f: Feedback, side: str) -> str:
+    """The verdict against the original baseline (side 'baseline') or the current best ('best'),
+    with its mean difference and 95% interval, as one table cell."""
+    verdict, delta = getattr(f, f"{side}_verdict"), getattr(f, f"{side}_delta")
+    if not verdict:
+        return ""
+    if delta is None:
+        return verdict
+    lo, hi = getattr(f, f"{side}_ci_low"), getattr(f, f"{side}_ci_high")
+    what = f" vs {f.best_source}" if side == "best" and f.best_source not in ("", "baseline") else ""
+    return f"{verdict}{what} {delta:+.4f}" + ("" if lo is None else f" [{lo:+.4f}, {hi:+.4f}]")
 
 
 def verdict_cells(f: Feedback) -> dict[str, str]:
@@ -66,7 +96,8 @@ def verdict_cells(f: Feedback) -> dict[str, str]:
     return {"mean_diff": "" if f.delta is None else f"{f.delta:+.4f}",
             "interval_95": "" if f.ci_low is None else f"[{f.ci_low:+.4f}, {f.ci_high:+.4f}]",
             "seeds": f"{f.n_seeds} vs {f.n_baseline_seeds}" if f.n_seeds else "",
-            "p_value": "" if f.p_value is None else f"{f.p_value:.3g}"}
+            "p_value": "" if f.p_value is None else f"{f.p_value:.3g}",
+            "vs": f.reference, "vs_baseline": comparison_cell(f, "baseline"), "vs_best": comparison_cell(f, "best")}
 
 
 def verdict_table(rows: list[Feedback]) -> str:

@@ -4,6 +4,7 @@ import polars as pl
 
 from assets.ideas import prompts as idea_prompts
 from assets.ideas.generation import drafts_to_ideas, merge_paths, read_history
+from assets.round_reference.reference import reference_metadata, reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset, round_key_of
@@ -22,9 +23,10 @@ from schemas.records import Idea, PaperScore
     topic_inputs=("topic_brief",),
 )
 def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_rankings: pl.DataFrame,
-          topic_brief: pl.DataFrame, llm: LLM, store: RecordStore):
+          topic_brief: pl.DataFrame, round_reference: pl.DataFrame, llm: LLM, store: RecordStore):
     topic, round_key = round_key_of(context)
     captured = topic_of(topic_brief)
+    rt = reference_of(topic_brief, round_reference)  # the code the round works on (the best so far, or the original)
     spec = captured.spec
     n = spec.budget.ideas_per_round
     kept = [s for s in from_frame(paper_rankings, PaperScore) if s.kept]
@@ -32,7 +34,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     abstracts = dict(zip(papers["paper_id"].to_list(), papers["abstract"].to_list()))
     refs = [(i, p.title, abstracts.get(p.paper_id, "")[:300]) for i, p in enumerate(kept, 1)]
     effective = [f"{f.name}: {f.title} ({f.reason})" for f in history.effective]
-    head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, captured.code)
+    head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, rt.code)
     taken = set(history.names)
     errors = {}
     with llm.track("ideas") as usage:
@@ -67,5 +69,5 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
         "ideas": dg.MetadataValue.md(md_table([i.model_dump() for i in items],
                                               ["name", "source", "title", "summary", "inspired_by_papers",
                                                "builds_on_ideas"])),
-        **usage_metadata(usage), **topic_metadata(captured),
+        **usage_metadata(usage), **topic_metadata(captured), **reference_metadata(rt),
     })

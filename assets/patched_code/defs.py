@@ -4,6 +4,7 @@ import polars as pl
 
 from assets.experiment_plans.planning import kept_ideas
 from assets.patched_code.patching import make_patch, patch_format
+from assets.round_reference.reference import reference_metadata, reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset
@@ -20,9 +21,10 @@ from schemas.records import ExperimentPlan, Patch
     topic_inputs=("topic_brief",),
 )
 def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFrame, filtered_ideas: pl.DataFrame,
-                 topic_brief: pl.DataFrame, llm: LLM, runner: Runner):
+                 topic_brief: pl.DataFrame, round_reference: pl.DataFrame, llm: LLM, runner: Runner):
     captured = topic_of(topic_brief)
-    spec, code = captured.spec, captured.code  # edits apply to the code the round started from
+    rt = reference_of(topic_brief, round_reference)
+    spec, code = captured.spec, rt.code  # edits apply to the round's reference code (the best so far, or the original)
     ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
     patches = []
     with llm.track("patched_code") as usage:
@@ -47,5 +49,5 @@ def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFra
         "drafts_no_op": sum(d.status == "no_op" for p in patches for d in p.drafts),
         "patches": dg.MetadataValue.md(md_table([{**p.model_dump(), "diff_lines": p.diff.count("\n")} for p in patches],
                                                 ["idea_id", "status", "diff_lines", "imports_ok", "reason"])),
-        **usage_metadata(usage, by_idea=True), **topic_metadata(captured),
+        **usage_metadata(usage, by_idea=True), **topic_metadata(captured), **reference_metadata(rt),
     })

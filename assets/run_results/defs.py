@@ -5,11 +5,12 @@ import dagster as dg
 import polars as pl
 
 from assets.experiment_plans.planning import kept_ideas
+from assets.round_reference.reference import reference_of
 from assets.run_results.running import run_idea
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, usage_metadata
 from assets.shared.partitions import round_x_topic, topic_in
-from assets.shared.topics import spec_and_code_from_json, topic_of
+from assets.shared.topics import spec_and_code_from_json
 from resources.devices import device_slot, parallel_limit
 from resources.llm import LLM, LLMCall
 from resources.paths import under_home
@@ -37,18 +38,20 @@ def _mapping_key(name: str, taken: set[str]) -> str:
 
 @dg.op(out=dg.DynamicOut(io_manager_key=STEP_IO), tags={"kind": "fan-out"})
 def ideas_to_run(context: dg.OpExecutionContext, patched_code: pl.DataFrame, filtered_ideas: pl.DataFrame,
-                 topic_brief: pl.DataFrame, tracker: Tracker):
+                 topic_brief: pl.DataFrame, round_reference: pl.DataFrame, tracker: Tracker):
     """One dynamic output per patched idea: each becomes its own `run_idea` step, carrying the
-    topic as topic_brief captured it (spec and reference code)."""
+    topic as topic_brief captured it with the round's reference code (round_reference) and the
+    mean of that code's seeds, the bar an idea's first seed must beat to be repeated."""
     topic, round_key = split_partition_key(context.partition_key)
-    captured = topic_of(topic_brief).to_json()
+    rt = reference_of(topic_brief, round_reference)
+    captured = rt.to_json()
     ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
     parent = tracker.round_run(topic, round_key)
     taken: set[str] = set()
     for patch in from_frame(patched_code, Patch):
         idea = ideas_by_id[patch.idea_id]
         yield dg.DynamicOutput({"patch": patch.model_dump_json(), "idea": idea.model_dump_json(), "parent": parent,
-                                "topic": captured},
+                                "topic": captured, "reference_mean": rt.reference_mean},
                                mapping_key=_mapping_key(idea.name, taken))
 
 
@@ -62,7 +65,8 @@ def run_idea_step(context: dg.OpExecutionContext, job: dict, llm: LLM, runner: R
         try:
             with device_slot(under_home("slots")) as env:
                 context.log.info(f"{idea.idea_id}: running with {env}")
-                r = run_idea(spec, patch, idea, llm, runner, tracker, job["parent"], context.log.info, env=env)
+                r = run_idea(spec, patch, idea, llm, runner, tracker, job["parent"], context.log.info, env=env,
+                             reference=job.get("reference_mean"))
         except Exception as e:  # one idea's crash never fails the round
             context.log.exception(f"{idea.idea_id} crashed")
             r = RunResult(idea_id=idea.idea_id, status="failed", reason=f"{type(e).__name__}: {e}")
@@ -99,7 +103,7 @@ def collect_run_results(context: dg.OpExecutionContext, outcomes: list, tracker:
     check_specs=[dg.AssetCheckSpec("success_has_metrics", asset="run_results", blocking=True,
                                    description="a run claiming success reports the topic's metric")],
 )
-def run_results(patched_code, filtered_ideas, topic_brief):
-    outcomes = ideas_to_run(patched_code, filtered_ideas, topic_brief).map(run_idea_step).collect()
+def run_results(patched_code, filtered_ideas, topic_brief, round_reference):
+    outcomes = ideas_to_run(patched_code, filtered_ideas, topic_brief, round_reference).map(run_idea_step).collect()
     result, check = collect_run_results(outcomes)
     return {"result": result, CHECK_OUT: check}
