@@ -11,13 +11,20 @@ more than `max_bytes` are read.
 
 `atomic_write_text` writes memos and other files that a later run trusts: a temp file in the
 same folder, fsync, then os.replace, so a kill or a full disk leaves the old file or none,
-never a truncated one. `read_memo` is its tolerant reader: a memo that does not parse is
-reported as missing (and removed), so the work is done again instead of failing for good."""
+never a truncated one (`atomic_write` does the same for any writer, e.g. the record store's
+Parquet files). `read_memo` is its tolerant reader: a memo that does not parse is reported as
+missing (and removed), so the work is done again instead of failing for good.
+
+Test hook: with $RESEARCHLOOP_TEST_KILL_BEFORE_RENAME set to a part of a file's path, the
+process that writes that file kills itself with SIGKILL after the temp file is written and
+synced, before the rename (tests/test_stress_kill.py uses it to kill -9 a loop mid-write).
+Nothing reads it outside that test."""
 from __future__ import annotations
 
 import errno
 import json
 import os
+import signal
 import stat
 import tempfile
 from collections.abc import Callable
@@ -125,17 +132,30 @@ def read_tail(path: str | Path, max_chars: int = 4000, root: str | Path | None =
     return data.decode("utf-8", errors="replace")[-max_chars:]
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old content or the new, never a part."""
+KILL_BEFORE_RENAME = "RESEARCHLOOP_TEST_KILL_BEFORE_RENAME"
+
+
+def _test_kill_point(path: Path) -> None:
+    """The test hook (module docstring): SIGKILL this process when the variable names `path`."""
+    part = os.environ.get(KILL_BEFORE_RENAME)
+    if part and part in str(path):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Call `write(f)` on a temp file beside `path` (a name no other writer uses, hidden, not
+    ending in the target's suffix), fsync it, then rename it over `path`: readers see the old
+    content or the new, never a part, and two writers never share a temp file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o644)  # as write_text would make it (mkstemp makes 0600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        os.fchmod(fd, 0o644)  # as a plain open() would make it (mkstemp makes 0600)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
+        _test_kill_point(path)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -143,6 +163,12 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         except OSError:
             pass
         raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old content or the new, never a part."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def read_memo(path: str | Path, parse: Callable[[str], Any] = json.loads,

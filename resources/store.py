@@ -15,6 +15,7 @@ import polars as pl
 from pydantic import Field
 
 from resources.paths import dagster_home
+from resources.safe_io import atomic_write
 
 
 def round_number(round_key: str) -> int:
@@ -33,12 +34,9 @@ class Store:
         return self.root / asset / topic / f"{round_key}.parquet"
 
     def write(self, df: pl.DataFrame, asset: str, topic: str, round_key: str | None = None) -> Path:
-        p = self.path(asset, topic, round_key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(".tmp.parquet")
-        df.write_parquet(tmp)
-        tmp.replace(p)
-        return p
+        # a private temp file renamed into place: a kill mid-write leaves no part-written record,
+        # and no temp named like a record (`<topic>.tmp.parquet` was listed by topics() as a topic)
+        return atomic_write(self.path(asset, topic, round_key), df.write_parquet)
 
     def read(self, asset: str, topic: str, round_key: str | None = None) -> pl.DataFrame | None:
         p = self.path(asset, topic, round_key)
