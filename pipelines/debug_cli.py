@@ -4,6 +4,13 @@ traceback, with the same loop the research rounds use (`assets.run_results.exper
   researchloop debug train.py                       # up to 3 repairs, writes train.fixed.py
   researchloop debug train.py --max-attempts 0      # just run it once, sandboxed
   researchloop debug train.py --json --mode traceback --output fixed.py --script-args "--epochs 1"
+  researchloop debug train.py --no-llm              # only the interpreter's own "Did you mean" fixes
+
+Repairs are a search: for each failure the model's fix is run first, then the fix Python's own
+message suggests ("Did you mean: 'predict'?", applied at the failing line without the model),
+then the model again, told which fixes were run and what they did; a fix that gets further
+(another error) is kept and its error fixed next, one that does not is set aside. --max-attempts
+counts the fixes asked for (an answer that could not be applied counts too).
 
 Each attempt runs `python SCRIPT [SCRIPT_ARGS]` in a fresh copy of the script's folder under
 bubblewrap (no network, only the copy writable). Success is exit code 0. The original file is
@@ -50,7 +57,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--script-args", default="", metavar="ARGS",
                    help='arguments for the script, as one shell-quoted string (e.g. "--epochs 1")')
     d.add_argument("--max-attempts", type=int, default=DEFAULT_REPAIRS, metavar="N",
-                   help=f"repairs to try (default {DEFAULT_REPAIRS}; 0 just runs the script once)")
+                   help=f"candidate fixes to ask for and try (default {DEFAULT_REPAIRS}; 0 just runs the script "
+                        "once)")
+    d.add_argument("--no-llm", action="store_true",
+                   help="no model: try only the fixes Python's error messages suggest (\"Did you mean ...?\")")
+    d.add_argument("--no-suggestions", action="store_true",
+                   help="do not try the fixes Python's error messages suggest (the model's fixes only)")
     d.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per run (default 300)")
     d.add_argument("--memory-mb", type=int, default=4096, help="memory limit per run (default 4096)")
     d.add_argument("--output", default="", metavar="PATH",
@@ -92,7 +104,9 @@ def default_output(script: Path) -> Path:
 def attempt_record(a) -> dict:
     return {"attempt": a.attempt, "exit_code": a.exit_code, "timed_out": a.timed_out, "duration_s": a.duration_s,
             "error": a.error, "frames": [f"{f.file}:{f.line} in {f.function}" for f in a.frames],
-            "analysis": a.analysis, "fix_status": a.fix_status, "fix_error": a.fix_error, "fix_diff": a.fix_diff}
+            "analysis": a.analysis, "fix_status": a.fix_status, "fix_error": a.fix_error, "fix_diff": a.fix_diff,
+            "fix_rounds": a.fix_rounds, "parent": a.parent, "fix_source": a.fix_source, "outcome": a.outcome,
+            "applied_diff": a.applied_diff}
 
 
 def outcome(script: Path, result, output: Path | None, mode: str, edit_format: str, workdir: Path,
@@ -100,7 +114,9 @@ def outcome(script: Path, result, output: Path | None, mode: str, edit_format: s
     last = result.attempts[-1]
     return {
         "script": str(script), "fixed": result.status == "success", "attempts": result.n_attempts,
-        "repairs": sum(a.fix_status == "ok" for a in result.attempts),
+        "repairs": sum(a.parent is not None for a in result.attempts),  # candidate fixes run
+        "asked": sum(a.fix_rounds for a in result.attempts) + sum(a.fix_source == "suggestion"
+                                                                  for a in result.attempts),
         "exit_code": last.exit_code, "timed_out": last.timed_out,
         "stdout_tail": last.stdout_tail, "stderr_tail": last.stderr_tail, "reason": result.reason,
         "output": str(output) if output else None, "mode": mode, "edit_format": edit_format,
@@ -130,6 +146,8 @@ def cmd_debug(args) -> int:
         return fail(f"{args.script} is not a .py file")
     if args.max_attempts < 0 or args.timeout <= 0:
         return fail("--max-attempts must be >= 0 and --timeout > 0")
+    if args.no_llm and args.no_suggestions:
+        return fail("--no-llm and --no-suggestions leave no way to repair: use --max-attempts 0 to just run it")
     output = Path(args.output).resolve() if args.output else default_output(script)
     if (why := _folder_too_big(script.parent)) is not None:
         return fail(why)
@@ -161,7 +179,7 @@ def cmd_debug(args) -> int:
                        timeout_s=args.timeout, memory_mb=args.memory_mb, metric=None, ignore=IGNORE)
     llm = None
     started_server = False
-    if args.max_attempts > 0:
+    if args.max_attempts > 0 and not args.no_llm:
         from resources.settings import settings
 
         llm = LLM(edit_format=settings().edit_format if args.edit_format == "auto"
@@ -173,8 +191,10 @@ def cmd_debug(args) -> int:
     fmt = default_repair_format(llm, llm.resolved_edit_format()) if llm is not None else "whole"
     workdir = under_home("debug", f"{script.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     original = script.read_text()
-    err.print(f"[bold]researchloop debug[/bold] {script.name}: up to {args.max_attempts} repairs, mode {args.mode}, "
-              f"edit format {fmt}" + (f", model {llm.model_name()}" if llm else "")
+    how = ("the model" if llm else "") + (" and " if llm and not args.no_suggestions else "") + (
+        "Python's suggestions" if not args.no_suggestions else "")
+    err.print(f"[bold]researchloop debug[/bold] {script.name}: up to {args.max_attempts} repairs ({how}), "
+              f"mode {args.mode}, edit format {fmt}" + (f", model {llm.model_name()}" if llm else "")
               + (" [yellow](UNSANDBOXED)[/yellow]" if unsandboxed else "") + f"\n  workspace {workdir}",
               highlight=False)
 
@@ -185,7 +205,8 @@ def cmd_debug(args) -> int:
         with err.status(f"debugging {script.name}"):
             result = run_with_repair(target, original, runner=Runner(), llm=llm, workdir=workdir,
                                      idea_id=script.name, title="", max_repairs=args.max_attempts, edit_format=fmt,
-                                     mode=args.mode, repair_format=fmt, memo=False, log=log)
+                                     mode=args.mode, repair_format=fmt, memo=False, log=log,
+                                     suggestions=not args.no_suggestions)
     finally:
         if started_server and not args.keep_server:
             llm.local_llm.stop()

@@ -171,6 +171,15 @@ class Attempt(BaseModel):
                                     # more than 1: unusable answers)
     reverted: bool = False          # the fix before this attempt broke the script; the next fix starts from
                                     # the code before it
+    # the repair search (assets/run_results/experimenting.py run_with_repair): every run after the first is a
+    # candidate fix of an earlier run's failure
+    parent: int | None = None       # the attempt whose failure this run's code is a candidate fix of
+    fix_source: str = ""            # how this run's code was made from its parent's: llm | suggestion (the
+                                    # interpreter's "Did you mean" applied without the LLM)
+    applied_diff: str = ""          # that change, from the parent's code to this run's
+    outcome: str = ""               # how far it got against its parent: success | progress (a different error) |
+                                    # same_error | broke (a new error in a line the fix wrote); the last two are
+                                    # set aside and the next candidate starts from the parent's code again
     metrics: dict[str, float] = {}
 
 

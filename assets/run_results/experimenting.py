@@ -353,11 +353,12 @@ def broken_by_fix(before: Attempt, after: Attempt, old_code: str, new_code: str,
 
 def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, mode: str, edit_format: str,
            title: str = "", honesty: bool = True, item: str | None = None, failed: Attempt | None = None,
-           rejected: str = "", ask_round: int = 0) -> str | None:
+           rejected: str = "", unhelpful: str = "", ask_round: int = 0) -> str | None:
     """Ask the LLM to fix the failure recorded in `failed` (default: `a`) of the code `current`;
     fills a.analysis, a.fix_status, a.fix_diff, a.fix_error. Returns the repaired code, or None
     when no usable fix came back. `item`: the idea the LLM calls are accounted to; `rejected`: a
     fix already tried on `current` that made things worse (shown so it is not proposed again);
+    `unhelpful`: fixes of `current` already run that left the same error;
     `ask_round` > 0: earlier repairs of this failure brought no usable fix (asked again, sampled).
     A fix must apply in `edit_format` (a file that does not parse is rewritten whole) and,
     with `honesty`, keep what `reference` (the code the loop started from) trains, evaluates
@@ -387,7 +388,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
 
     messages = prompts.fix(current, target.code_file, fmt, error, f.local_structure, title, mode=mode,
                            analysis=a.analysis, generic=target.metric is None, notes=f.error_notes,
-                           rejected=rejected)
+                           rejected=rejected, unhelpful=unhelpful)
     res, resamples = complete_resampled(llm, messages, stage="debug", parse=parse, max_tokens=max_tokens(fmt),
                                         max_retries=WHOLE_FILE_RETRIES, item=item, round=ask_round)
     a.fix_resamples += resamples
@@ -398,25 +399,64 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     return res.value.code
 
 
+def _outcome(parent: Attempt, run: Attempt, old_code: str, new_code: str, code_file: str) -> str:
+    """How far a candidate fix of `parent`'s failure got: success > progress (a different error:
+    the run got past the old one) > same_error > broke (a new name/attribute/import error in a
+    line the fix wrote)."""
+    if run.error is None:
+        return "success"
+    if broken_by_fix(parent, run, old_code, new_code, code_file):
+        return "broke"
+    return "same_error" if run.error == parent.error else "progress"
+
+
+def _set_aside(tried: list[tuple[str, Attempt]], outcome: str) -> str:
+    """The set-aside candidates of one failure with the given outcome, for the next prompt
+    (the latest last; diffs cut to their end)."""
+    shown = [(d, r) for d, r in tried if r.outcome == outcome][-2:]
+    return "\n".join(f"{d[-1500:]}\nWith it, the script failed with: {r.error}" for d, r in shown)
+
+
 def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, workdir: Path, idea_id: str,
                     title: str, max_repairs: int, edit_format: str, with_structure: bool = True,
                     log: Callable[[str], None] = print, mode: str | None = None, repair_format: str | None = None,
                     honesty: bool = True, memo: bool = True, env: dict[str, str] | None = None,
-                    on_attempt: Callable[[Attempt], None] | None = None) -> RunResult:
-    """Run `code`; on failure ask the LLM for a fix and try again, up to max_repairs fixes.
+                    on_attempt: Callable[[Attempt], None] | None = None,
+                    suggestions: bool | None = None) -> RunResult:
+    """Run `code`; on failure search for a fix: candidate fixes, each checked by running it.
+
+    The search, per failure: the LLM's fix first; then the interpreter's own suggestion
+    ("Did you mean: 'x'?", applied at the failing line without the LLM, see
+    assets/run_results/suggestions.py) when `suggestions` is on; then the LLM again (sampled,
+    told which fixes were already run and what they did). A candidate that succeeds ends the
+    search; one that gets further (a different error) becomes the failure to fix next; one that
+    fails with the same error, or breaks the script (a new name/attribute/import error in a line
+    it wrote), is set aside and the next candidate starts from the same code again. A failed
+    result keeps the furthest code reached. An answer that cannot be used (does not apply,
+    changes nothing, fails the honesty check) is asked again while the budget lasts.
+
+    max_repairs: the budget, counted in candidates asked for: each LLM fix asked (usable or not)
+    and each suggestion tried counts 1 (0: just run once). The runs are at most max_repairs + 1.
+    suggestions: None = on for a topic's runs (`spec` a TopicSpec), off for a bare RunTarget
+    (the repair benchmark's DOLPHIN modes); `researchloop debug` turns it on. With llm=None and
+    suggestions on, the search uses the interpreter's suggestions alone.
 
     mode: "structure" (traceback + local code structure, analysed first; the default),
     "traceback" (traceback only) or "error" (last error line only); None follows the older
     `with_structure` switch. repair_format: the edit format of fixes (None: the patch's
     `edit_format`, or "functions" on the local model, see `default_repair_format`)."""
+    from assets.run_results.suggestions import suggested_fix
+
     target = as_target(spec)
     mode = mode or ("structure" if with_structure else "traceback")
     if mode not in MODES:
         raise ValueError(f"unknown debugging mode {mode!r} (one of {', '.join(MODES)})")
+    suggestions = isinstance(spec, TopicSpec) if suggestions is None else suggestions
     fmt = repair_format or default_repair_format(llm, edit_format)
     workdir.mkdir(parents=True, exist_ok=True)
     variant = (f"{max_repairs}" if max_repairs == 0
-               else f"{max_repairs}-{mode}-{fmt}" + ("" if honesty else "-unchecked"))
+               else f"{max_repairs}-{mode}-{fmt}" + ("" if honesty else "-unchecked")
+               + ("-suggest" if suggestions else "") + ("" if llm is not None else "-nollm"))
     memo_file = workdir / f"result-{code_hash(code, target)}-{variant}.json"
     # finished before (e.g. a resumed run): do not re-run the experiment; a memo cut short by a
     # kill is ignored (and the experiment run again) rather than failing every later attempt
@@ -425,49 +465,78 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
         return done
     notify = on_attempt or (lambda a: None)
     attempts: list[Attempt] = []
-    current = code
-    reason = None
-    asked = 0  # repairs asked for: the budget; a repair that brought no usable fix counts too
-    base: tuple[str, Attempt] | None = None  # the code the last fix was made from, and its run
-    for n in range(1, max_repairs + 2):
-        a = run_once(target, current, runner, workdir, n, env=env)
+
+    def run(code_now: str, parent: Attempt | None = None, source: str = "", diff: str = "") -> Attempt:
+        if attempts:
+            notify(attempts[-1])  # its repair is settled: report it
+        n = len(attempts) + 1
+        a = run_once(target, code_now, runner, workdir, n, env=env)
+        a.parent, a.fix_source, a.applied_diff = (parent.attempt if parent else None), source, diff
         attempts.append(a)
         log(f"{idea_id}: attempt {n}: " + ("ok " + json.dumps(a.metrics) if a.error is None else a.error))
-        if a.error is None or asked >= max_repairs:
-            reason = a.error
-            notify(a)
-            break
-        source, failed, rejected = current, a, ""
-        if base is not None and broken_by_fix(base[1], a, base[0], current, target.code_file):
-            # the last fix broke the script: fix the code from before it, and say what not to do
-            source, failed = base
-            a.reverted = True
-            rejected = f"{base[1].fix_diff[-1500:]}\nWith it, the script failed with: {a.error}"
-            log(f"{idea_id}: the fix before attempt {n} broke the script ({a.error}): "
-                "repairing the code from before it")
-        fixed = None
-        while fixed is None and asked < max_repairs:  # an unusable answer: ask again (sampled) while budget is left
-            fixed = repair(a, source, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
-                           honesty=honesty, item=idea_id, failed=failed, rejected=rejected, ask_round=a.fix_rounds)
+        return a
+
+    latest = run(code)
+    failure = (code, latest)  # the failure being repaired: its code and its run (the furthest reached)
+    tried: list[tuple[str, Attempt]] = []  # candidates of this failure that were set aside: (diff, run)
+    seen = {code}  # versions already run for this failure (a candidate equal to one is not run again)
+    llm_asks, suggested = 0, False  # per failure: LLM fixes asked; the suggestion tried
+    asked = 0  # the budget: candidates asked for (an unusable LLM answer counts too)
+    reason = latest.error
+    while latest.error is not None and asked < max_repairs:
+        source, failed = failure
+        if suggestions and not suggested and (llm is None or llm_asks >= 1):
+            suggested = True  # the interpreter's suggestion: after the LLM's first fix, or alone without an LLM
+            hint = suggested_fix(source, failed, target.code_file, target.folder)
+            if hint is None or hint.code in seen:
+                continue
+            if honesty and (problems := honesty_problems(code, hint.code, target.metric)):
+                log(f"{idea_id}: the interpreter's suggestion was not tried: {'; '.join(problems)}")
+                continue
             asked += 1
-            a.fix_rounds += 1
-            if fixed is None:
-                log(f"{idea_id}: repair {asked} failed: {a.fix_error}")
-        base = (source, a if failed is a else failed.model_copy(update={"fix_diff": a.fix_diff}))
-        notify(a)
-        if fixed is None:
-            reason = f"{a.error}; the repair failed: {a.fix_error}"
-            break
-        log(f"{idea_id}: repair {asked} applied ({a.fix_diff.count(chr(10))} diff lines)")
-        current = fixed
-    last = attempts[-1]
-    if last.error is None:
+            log(f"{idea_id}: repair {asked}: {hint.what}")
+            candidate, how, diff = hint.code, "suggestion", hint.diff
+        elif llm is not None:
+            fixed = repair(latest, source, code, target=target, llm=llm, mode=mode, edit_format=fmt, title=title,
+                           honesty=honesty, item=idea_id, failed=failed, rejected=_set_aside(tried, "broke"),
+                           unhelpful=_set_aside(tried, "same_error"), ask_round=latest.fix_rounds)
+            asked += 1
+            llm_asks += 1
+            latest.fix_rounds += 1
+            if fixed is None:  # no usable answer: the next candidate (asked again, sampled) while budget is left
+                log(f"{idea_id}: repair {asked} failed: {latest.fix_error}")
+                reason = f"{failed.error}; the repair failed: {latest.fix_error}"
+                continue
+            if fixed in seen:
+                log(f"{idea_id}: repair {asked} proposed a version already run")
+                reason = f"{failed.error}; the repair proposed a version already run"
+                continue
+            log(f"{idea_id}: repair {asked} applied ({latest.fix_diff.count(chr(10))} diff lines)")
+            candidate, how, diff = fixed, "llm", latest.fix_diff
+        else:
+            break  # no candidate source left for this failure
+        seen.add(candidate)
+        latest = run(candidate, failed, how, diff)
+        latest.outcome = _outcome(failed, latest, source, candidate, target.code_file)
+        reason = latest.error
+        if latest.outcome in ("success", "progress"):  # it got further: its failure is the one to fix now
+            failure, tried, seen, llm_asks, suggested = (candidate, latest), [], {candidate}, 0, False
+        else:  # no further: set aside, the next candidate starts from the same code
+            latest.reverted = latest.outcome == "broke"
+            tried.append((diff, latest))
+            reason = failed.error
+            log(f"{idea_id}: the fix before attempt {latest.attempt} "
+                + ("broke the script" if latest.reverted else "left the same error")
+                + f": the next one starts from attempt {failed.attempt}'s code")
+    notify(attempts[-1])
+    final_code, final = failure
+    if final.error is None:
         result = RunResult(idea_id=idea_id, status="success", attempts=attempts, n_attempts=len(attempts),
-                           metrics=last.metrics, final_code=current,
-                           metric_value=last.metrics.get(target.metric) if target.metric else None)
+                           metrics=final.metrics, final_code=final_code,
+                           metric_value=final.metrics.get(target.metric) if target.metric else None)
     else:
-        result = RunResult(idea_id=idea_id, status="failed", reason=reason, attempts=attempts,
-                           n_attempts=len(attempts), final_code=current)
+        result = RunResult(idea_id=idea_id, status="failed", reason=reason or final.error, attempts=attempts,
+                           n_attempts=len(attempts), final_code=final_code)
     if memo:
         atomic_write_text(memo_file, result.model_dump_json())
     return result

@@ -1,0 +1,255 @@
+"""Repairs are a search: several candidate fixes per failure, each checked by running it, the
+one that gets furthest kept; the interpreter's own "Did you mean" suggestion is a candidate
+made without the LLM (assets/run_results/suggestions.py); an answer that cannot be placed is
+asked again while the budget lasts. Sandboxed runs are real; the LLM is a scripted fake."""
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from assets.run_results.experimenting import run_with_repair
+from assets.run_results.suggestions import suggested_fix
+from resources.paths import REPO_ROOT
+from resources.runner import Runner
+from schemas.records import Attempt, TraceFrame
+from tests.fake_llm import FakeLLMServer
+from tests.test_debugging import BROKEN, FIX, FakeLLM, _debug, _env, target
+
+TYPO = REPO_ROOT / "tests" / "fixtures" / "typo_method" / "train.py"
+# what the small model answered for the typo: the corrected line alone, which the functions
+# format cannot place (it is neither a definition nor a top-level block)
+UNPLACEABLE = "```python\n            model.train_step(x, y)\n```"
+WHOLE_MAIN = "```python\n" + textwrap.dedent("""\
+    def main():
+        rng = random.Random(0)
+        data = [(x, 3 * x) for x in (rng.uniform(-1, 1) for _ in range(50))]
+        model = Model()
+        for _ in range(20):
+            for x, y in data:
+                model.train_step(x, y)
+        mse = sum((model.predict(x) - y) ** 2 for x, y in data) / len(data)
+        print(f"mse {mse:.4f}")
+        with open("result.json", "w") as f:
+            json.dump({"mse": mse}, f)
+    """) + "```"
+# a fix that rewrites the faulty line without fixing it: the same error again
+SAME_ERROR = "```python\ndef scale(values, factor):\n    return sum(list(values)) * factr\n```"
+
+
+@pytest.fixture
+def typo(tmp_path) -> Path:
+    folder = tmp_path / "typo"
+    folder.mkdir()
+    shutil.copy(TYPO, folder / "train.py")
+    return folder / "train.py"
+
+
+@pytest.fixture
+def calc(tmp_path) -> Path:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "calc.py").write_text(BROKEN)
+    return folder / "calc.py"
+
+
+class CountingRunner:
+    """The real sandbox runner, counting its runs."""
+
+    def __init__(self):
+        self.inner, self.runs = Runner(), 0
+
+    def run(self, *a, **kw):
+        self.runs += 1
+        return self.inner.run(*a, **kw)
+
+
+def search(script: Path, llm, tmp_path: Path, *, runner=None, **kw):
+    kw.setdefault("max_repairs", 5)
+    return run_with_repair(target(script), script.read_text(), runner=runner or Runner(), llm=llm,
+                           workdir=kw.pop("workdir", tmp_path / "work"), idea_id=script.stem, title="",
+                           edit_format="functions", log=lambda s: None, **kw)
+
+
+def failure(error: str, line: int, file: str = "x.py") -> Attempt:
+    return Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
+                   frames=[TraceFrame(file="other.py", line=1, function="f"),
+                           TraceFrame(file=file, line=line, function="g")])
+
+
+# -- the interpreter's suggestion, as an edit -----------------------------------------------
+
+def test_suggested_fix_applies_the_message_at_the_failing_line(tmp_path):
+    code = "import json\nx = 1\nvalue = x + 1\nprint(valu)\nprint(valu, value)\n"
+    s = suggested_fix(code, failure("NameError: name 'valu' is not defined. Did you mean: 'value'?", 4), "x.py")
+    assert s is not None and s.code.splitlines()[3] == "print(value)"
+    assert s.code.splitlines()[4] == "print(valu, value)"  # only the failing line changes
+    assert "-print(valu)" in s.diff and "valu -> value" in s.what
+    # an attribute: only after a dot; the name alone elsewhere on the line stays
+    code = "def f(m, train_stepp):\n    return m.train_stepp(train_stepp)\n"
+    s = suggested_fix(code, failure("AttributeError: 'Model' object has no attribute 'train_stepp'. "
+                                    "Did you mean: 'train_step'?", 2), "x.py")
+    assert s.code.splitlines()[1] == "    return m.train_step(train_stepp)"
+    # a keyword argument
+    code = "def f(lr=1):\n    return lr\nf(lrr=2)\n"
+    s = suggested_fix(code, failure("TypeError: f() got an unexpected keyword argument 'lrr'. "
+                                    "Did you mean 'lr'?", 3), "x.py")
+    assert s.code.splitlines()[2] == "f(lr=2)"
+    # a forgotten import goes before the first import, after the docstring
+    code = '"""doc"""\nfrom __future__ import annotations\nimport json\nprint(math.pi)\n'
+    s = suggested_fix(code, failure("NameError: name 'math' is not defined. Did you forget to import 'math'?", 4),
+                      "x.py")
+    assert s.code.splitlines()[:4] == ['"""doc"""', "from __future__ import annotations", "import math",
+                                       "import json"]
+    # Python 3.11 suggests nothing for "cannot import name": a module of the folder is read with ast
+    (tmp_path / "helpers.py").write_text("def load_data():\n    return 1\nSCALE = 2\n")
+    code = "from helpers import load_dat, SCALE\nprint(load_dat())\n"
+    s = suggested_fix(code, failure("ImportError: cannot import name 'load_dat' from 'helpers' (/ws/helpers.py)", 1),
+                      "x.py", tmp_path)
+    assert s.code.splitlines()[0] == "from helpers import load_data, SCALE"
+
+
+def test_no_suggestion_no_candidate():
+    code = "x = 1\nprint(y)\n"
+    assert suggested_fix(code, failure("NameError: name 'y' is not defined", 2), "x.py") is None  # nothing named
+    assert suggested_fix(code, failure("ZeroDivisionError: division by zero", 2), "x.py") is None
+    # the wrong name is not on the failing line (built with getattr): nothing to place
+    code = "m = object()\ngetattr(m, 'a' + 'b')\n"
+    assert suggested_fix(code, failure("AttributeError: 'object' object has no attribute 'ab'. Did you mean: 'a'?",
+                                       2), "x.py") is None
+    # the error's frame is in another file than the one the loop may edit
+    assert suggested_fix("print(valu)\n", failure("NameError: name 'valu' is not defined. Did you mean: 'value'?",
+                                                  1, file="lib.py"), "x.py") is None
+
+
+# -- the search in the repair loop ------------------------------------------------------------
+
+def test_the_typo_is_fixed_with_no_llm_at_all(typo, tmp_path):
+    res = search(typo, None, tmp_path, suggestions=True)
+    assert res.status == "success" and res.n_attempts == 2
+    first, second = res.attempts
+    assert "has no attribute 'train_stepp'. Did you mean: 'train_step'?" in first.error
+    assert second.parent == 1 and second.fix_source == "suggestion" and second.outcome == "success"
+    assert "+            model.train_step(x, y)" in second.applied_diff
+    assert "model.train_step(x, y)" in res.final_code and "train_stepp" not in res.final_code
+    assert "mse 0.0000" in second.stdout_tail
+    # with suggestions off and no LLM there is no candidate: the first failure stands
+    res = search(typo, None, tmp_path, suggestions=False, workdir=tmp_path / "off")
+    assert res.status == "failed" and res.n_attempts == 1 and "train_stepp" in res.reason
+
+
+def test_an_unplaceable_answer_is_followed_by_the_suggestion(typo, tmp_path):
+    """The reported failure: the model answers the corrected line alone, which cannot be placed;
+    the search goes on with the interpreter's suggestion instead of stopping."""
+    llm = FakeLLM(fix=UNPLACEABLE, local=True, edit_format="auto")
+    res = search(typo, llm, tmp_path, mode="structure", suggestions=True)
+    assert res.status == "success" and res.n_attempts == 2
+    first, second = res.attempts
+    assert first.fix_status == "not_applied" and first.fix_rounds == 1  # the LLM's answer, asked once
+    assert second.fix_source == "suggestion" and second.parent == 1
+    assert llm.stages() == ["debug_analysis", "debug"]
+    # without suggestions the same answers exhaust the budget: asked again (sampled) each time, never run
+    llm = FakeLLM(fix=UNPLACEABLE, local=True, edit_format="auto")
+    res = search(typo, llm, tmp_path, mode="structure", suggestions=False, workdir=tmp_path / "llm-only")
+    assert res.status == "failed" and res.n_attempts == 1 and res.attempts[0].fix_rounds == 5
+    assert llm.stages().count("debug") == 5 and "the repair failed" in res.reason
+
+
+def test_an_unplaceable_answer_is_asked_again(typo, tmp_path):
+    llm = FakeLLM(fix=[UNPLACEABLE, WHOLE_MAIN])
+    res = search(typo, llm, tmp_path, mode="traceback", suggestions=False)
+    assert res.status == "success" and res.n_attempts == 2
+    assert res.attempts[0].fix_rounds == 2 and res.attempts[1].fix_source == "llm"
+    assert llm.sampling[0] == (None, None) and llm.sampling[1][0] is not None  # the re-ask is sampled
+
+
+def test_a_fix_that_leaves_the_same_error_is_set_aside(calc, tmp_path):
+    llm = FakeLLM(fix=[SAME_ERROR, FIX])
+    res = search(calc, llm, tmp_path, mode="traceback", suggestions=False)
+    assert res.status == "success" and res.n_attempts == 3
+    first, second, third = res.attempts
+    assert second.outcome == "same_error" and not second.reverted and second.error == first.error
+    assert third.parent == 1 and third.outcome == "success"  # the next candidate started from the original
+    asked = [m for s, m in llm.requests if s == "debug"][1]
+    assert "sum(list(values))" not in asked[0]["content"]  # the code shown is the original's
+    assert "still failed with the same error" in asked[-1]["content"]
+    assert "sum(list(values)) * factr" in asked[-1]["content"]  # the fix set aside, shown
+    # with suggestions on, the interpreter's suggestion is the second candidate of that failure
+    llm = FakeLLM(fix=SAME_ERROR)
+    res = search(calc, llm, tmp_path, mode="traceback", suggestions=True, workdir=tmp_path / "suggest")
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "llm", "suggestion"]
+    assert res.attempts[2].parent == 1 and llm.stages() == ["debug"]
+    assert "return sum(values) * factor" in res.final_code
+
+
+def test_the_furthest_version_is_kept(tmp_path):
+    folder = tmp_path / "two"
+    folder.mkdir()
+    (folder / "two.py").write_text("import json\nvalues = [1, 2]\ntotal = sum(valus)\nprint(total / 0)\n")
+    res = search(folder / "two.py", None, tmp_path, suggestions=True)
+    assert res.status == "failed" and res.n_attempts == 2
+    assert res.attempts[1].outcome == "progress" and res.reason.startswith("ZeroDivisionError")
+    assert "sum(values)" in res.final_code  # the version that got further, not the original
+
+
+def test_the_budget_counts_candidates(typo, tmp_path):
+    llm = FakeLLM(fix=UNPLACEABLE)
+    res = search(typo, llm, tmp_path, mode="traceback", suggestions=True, max_repairs=1)
+    assert res.status == "failed" and res.n_attempts == 1  # the one candidate was the LLM's answer
+    res = search(typo, FakeLLM(fix=UNPLACEABLE), tmp_path, mode="traceback", suggestions=True, max_repairs=2,
+                 workdir=tmp_path / "two")
+    assert res.status == "success" and res.n_attempts == 2
+    res = search(typo, None, tmp_path, suggestions=True, max_repairs=0, workdir=tmp_path / "zero")
+    assert res.status == "failed" and res.n_attempts == 1
+
+
+def test_the_result_memo_still_works(typo, tmp_path):
+    runner = CountingRunner()
+    first = search(typo, None, tmp_path, runner=runner, suggestions=True, memo=True)
+    assert first.status == "success" and runner.runs == 2
+    again = search(typo, None, tmp_path, runner=runner, suggestions=True, memo=True)
+    assert runner.runs == 2 and again == first  # read from the memo: nothing ran
+    search(typo, None, tmp_path, runner=runner, suggestions=False, memo=True)
+    assert runner.runs == 3  # other settings, another memo
+
+
+# -- researchloop debug -----------------------------------------------------------------------
+
+class UnplaceableScript:
+    """The model of the report: an analysis, then the corrected line alone, every time."""
+
+    def __init__(self):
+        self.requests: list[str] = []
+
+    def answer(self, req: dict) -> str:
+        user = req["messages"][-1]["content"]
+        self.requests.append(user)
+        if "Do not write code yet" in user:
+            return "main() calls model.train_stepp, but Model defines train_step."
+        return UNPLACEABLE
+
+
+def test_debug_cli_fixes_the_typo_after_an_unplaceable_answer(typo, tmp_path):
+    with FakeLLMServer(UnplaceableScript()) as server:
+        r = _debug(str(typo), "--max-attempts", "5", "--json", env=_env(tmp_path, server))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["fixed"] is True and out["attempts"] == 2 and out["repairs"] == 1 and out["asked"] == 2
+    first, second = out["per_attempt"]
+    assert first["fix_status"] == "not_applied" and second["fix_source"] == "suggestion"
+    assert second["parent"] == 1 and second["outcome"] == "success"
+    assert "model.train_step(x, y)" in typo.with_name("train.fixed.py").read_text()
+    assert len(server.script.requests) >= 2  # the model was asked (analysis + fix) before the suggestion
+
+
+def test_debug_cli_no_llm(typo, tmp_path):
+    r = _debug(str(typo), "--no-llm", "--json", env=_env(tmp_path))  # nothing listens at the LLM address
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["fixed"] is True and out["repairs"] == 1 and out["llm"]["llm_calls"] == 0
+    assert out["per_attempt"][1]["fix_source"] == "suggestion"
+    r = _debug(str(typo), "--no-llm", "--no-suggestions", env=_env(tmp_path))
+    assert r.returncode == 2 and "leave no way to repair" in r.stderr
