@@ -112,6 +112,29 @@ def test_suggested_fix_applies_the_message_at_the_failing_line(tmp_path):
     assert s.code.splitlines()[0] == "from helpers import load_data, SCALE"
 
 
+def test_where_python_names_nothing_the_closest_defined_name_is_suggested():
+    # torch's nn.Module raises its own AttributeError, without "Did you mean"
+    code = textwrap.dedent("""\
+        class Net:
+            def __init__(self):
+                self.dropout = 0.5
+                self.head = 1
+
+            def forward(self, x):
+                return self.drop * x
+        """)
+    s = suggested_fix(code, failure("AttributeError: 'Net' object has no attribute 'drop'", 7), "x.py")
+    assert s.code.splitlines()[6] == "        return self.dropout * x" and "closest name the code defines" in s.what
+    assert suggested_fix(code.replace("self.drop *", "self.classifier *"),
+                         failure("AttributeError: 'Net' object has no attribute 'classifier'", 7), "x.py") is None
+    # a name that differs by case (too far for Python's own suggestion), or by a few letters
+    code = "BATCH_SIZE = 4\nEMBED_DIM = 8\nfor i in range(0, 10, batch_size):\n    print(i, EMBEDDING_DIM)\n"
+    s = suggested_fix(code, failure("NameError: name 'batch_size' is not defined", 3), "x.py")
+    assert s.code.splitlines()[2] == "for i in range(0, 10, BATCH_SIZE):"
+    s = suggested_fix(code, failure("NameError: name 'EMBEDDING_DIM' is not defined", 4), "x.py")
+    assert s.code.splitlines()[3] == "    print(i, EMBED_DIM)"
+
+
 def test_no_suggestion_no_candidate():
     code = "x = 1\nprint(y)\n"
     assert suggested_fix(code, failure("NameError: name 'y' is not defined", 2), "x.py") is None  # nothing named

@@ -4,10 +4,14 @@ Python names the fix of many one-word mistakes itself: "NameError: name 'factr' 
 defined. Did you mean: 'factor'?", "AttributeError: 'Net' object has no attribute 'forwrd'.
 Did you mean: 'forward'?", "Did you forget to import 'math'?" (3.12+). `suggested_fix` turns
 such a message into an edit of the failing line (the innermost frame in the edited file) and
-nothing else; when the message names no fix, or the wrong name is not on that line, there is
-no candidate. Python 3.11 suggests nothing for "cannot import name"; for a module that is a
-file of the script's folder the closest name it defines is suggested here (read with `ast`,
-never imported)."""
+nothing else; when the wrong name is not on that line, there is no candidate.
+
+Where Python cannot suggest, the same kind of suggestion is computed here from what the code
+defines (read with `ast`, never imported or run): "cannot import name" from a module that is a
+file of the script's folder (3.11 suggests nothing there); an attribute of a class the script
+defines (torch's nn.Module raises its own AttributeError, without a suggestion); a name that
+differs from a defined one by case or a few letters (BATCH_SIZE for batch_size). The closest
+name must be close (difflib ratio >= 0.7, or equal ignoring case); otherwise no candidate."""
 from __future__ import annotations
 
 import ast
@@ -56,6 +60,81 @@ def _module_names(module: str, folder: Path) -> list[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names += [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
     return names
+
+
+CUTOFF = 0.7  # how close (difflib ratio) a defined name must be to be suggested where Python named none
+_OBJECT_ATTR = re.compile(rf"^[\w.]*AttributeError: '({_NAME})' object has no attribute")
+
+
+def _closest(wrong: str, names: list[str]) -> str | None:
+    names = [n for n in dict.fromkeys(names) if n != wrong]
+    same = [n for n in names if n.lower() == wrong.lower()]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(wrong, names, n=1, cutoff=CUTOFF)
+    return close[0] if close else None
+
+
+def _bound_names(nodes: list[ast.AST]) -> list[str]:
+    """Names the statements bind (assignments, loops, with, imports, defs, parameters), walked
+    without entering nested functions or classes beyond their own names."""
+    out: list[str] = []
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(node.name)
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.append(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out += [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
+        elif isinstance(node, ast.arg):
+            out.append(node.arg)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _defined_names(tree: ast.Module, line: int) -> list[str]:
+    """Names visible at `line`: the module's top level and every function enclosing the line."""
+    names = _bound_names(list(tree.body))
+    for node in ast.walk(tree):
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.lineno <= line <= (node.end_lineno or node.lineno)):
+            names += _bound_names([node.args, *node.body])
+    return names
+
+
+def _class_members(tree: ast.Module, cls: str) -> list[str]:
+    """A class's methods, class attributes and the `self.<name>` its methods assign."""
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name == cls):
+            continue
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append(item.name)
+                out += [t.attr for t in ast.walk(item) if isinstance(t, ast.Attribute)
+                        and isinstance(t.ctx, ast.Store) and isinstance(t.value, ast.Name) and t.value.id == "self"]
+            else:
+                out += [t.id for t in ast.walk(item) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)]
+    return out
+
+
+def _computed(error: str, kind: str, wrong: str, code: str, line: int, folder: Path | None) -> str | None:
+    """The suggestion Python did not make, from what the code defines; None if nothing is close."""
+    if (imp := _IMPORT_FROM.match(error)) is not None:
+        return _closest(wrong, _module_names(imp.group(1), folder)) if folder is not None else None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    if kind == "attribute":
+        owner = _OBJECT_ATTR.match(error)
+        return _closest(wrong, _class_members(tree, owner.group(1))) if owner else None
+    if kind == "name":
+        return _closest(wrong, _defined_names(tree, line))
+    return None
 
 
 def _pattern(kind: str, wrong: str) -> re.Pattern:
@@ -110,11 +189,11 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
                 break
         if wrong is None:
             return None
-        right = hint.group(1) if (hint := _DID_YOU_MEAN.search(error)) else None
-        if right is None and (imp := _IMPORT_FROM.match(error)) is not None and folder is not None:
-            close = difflib.get_close_matches(wrong, _module_names(imp.group(1), folder), n=1, cutoff=0.6)
-            right = close[0] if close else None
-        if right is None or right == wrong or not 1 <= frame.line <= len(lines):
+        if not 1 <= frame.line <= len(lines):
+            return None
+        hint = _DID_YOU_MEAN.search(error)
+        right = hint.group(1) if hint else _computed(error, kind, wrong, code, frame.line, folder)
+        if right is None or right == wrong:
             return None
         line = lines[frame.line - 1]
         fixed, n = _pattern(kind, wrong).subn(lambda h: h.group(1) + right + (h.group(2) if kind == "keyword" else ""),
@@ -122,7 +201,8 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
         if n == 0:  # the name is not on the failing line (e.g. built by getattr): nothing to place
             return None
         new = "".join(lines[:frame.line - 1] + [fixed] + lines[frame.line:])
-        what = f"line {frame.line}: {wrong} -> {right} (the interpreter's suggestion)"
+        what = f"line {frame.line}: {wrong} -> {right} (" + (
+            "the interpreter's suggestion)" if hint else "the closest name the code defines)")
     if new == code or check_compiles(new, code_file) is not None:
         return None
     return Suggestion(code=new, diff=unified_diff(code, new, code_file), what=what)
