@@ -1,61 +1,145 @@
-"""Paper ranking on the shipped topic with the local model: naive vs task-attribute ranking.
+"""Paper ranking across the labelled development topics, leave-one-topic-out.
 
-    .venv/bin/python -m bench.ranking_bench [--k 50] [--variants attributes:5,attributes:1,naive:5,judged:1]
+    .venv/bin/python -m bench.ranking_bench [--n 30] [--topics a,b] [--no-attributes] [--no-write]
+    .venv/bin/python -m bench.ranking_bench --render     # re-render the section from the record
 
-The papers are the top k (default 50) the literature search returns for the topic's own
-LLM-derived query, every one labelled in bench/labels/pointcloud_relevance.jsonl; precision and
-recall of the kept set are against those labels (recall over the relevant papers among the k).
-Each variant is one pass of the LLM over the k papers (mode:batch); the attribute pass is also
-re-scored offline (relevance alone, attributes alone, thresholds) at no LLM cost.
+Topics: every `bench/labels/<name>_relevance.jsonl` with a topic, either `bench/labels/<name>_topic.yaml`
+(title and description) or a folder `experiments/<name>` or `experiments/<name>_*`. Candidates: the
+label file's papers (a label file over LABELLED_ALL papers labels the whole corpus: then the top
+RETRIEVED papers the corpus search returns for the topic's query), of which --n are ranked, the
+relevant share kept (a fixed, id-hashed choice).
 
-LLM answers are cached under DAGSTER_HOME (default /tmp/rl_bench_home), so a re-run asks
-nothing again; the server-side timings of the first, uncached run are kept in
-$DAGSTER_HOME/ranking_timings.json and reported from there. Record: bench/records/ranking.json
-(every variant's per-paper scores and usage; written unless --no-write).
+Per paper the local model gives: P(yes) of the yes/no relevance question (one 1-token request,
+token log-probabilities), the relevance category and the paper's own task / input / output
+(the attribute mode's two passes); the embedder gives the abstract's cosine with the topic. The
+modes are scored from those answers without further LLM calls:
+- yesno / similarity / combined: each threshold (and the combination's weight) is tuned on the
+  other topics and applied to the held-out one (leave-one-topic-out), macro precision at recall
+  >= TARGET_RECALL on the tuning topics; the values tuned on every topic (the shipped constants'
+  candidates) are reported too, as in-sample;
+- attributes: the shipped scoring (its constants were tuned on point-cloud papers: in-sample there);
+- naive: the relevance category alone (nothing tuned).
+
+LLM answers are cached under DAGSTER_HOME (default /tmp/rl_bench_home); the first, uncached run's
+timings are kept in $DAGSTER_HOME/ranking_request_timings.json. Record: bench/records/ranking_loto.json
+(every paper's answers and scores, the tuned values, the verdicts, timings); section "ranking" of
+bench/RESULTS.md is rendered from it.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
-import re
 import sys
 import threading
 import time
 from pathlib import Path
 
-from bench.common import machine, provenance, today, write_record, write_section
+from bench.common import machine, provenance, read_record, today, write_record, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
+LABELS = ROOT / "bench" / "labels"
 os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_bench_home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-TOPIC = "pointcloud_classification"
-LABELS = ROOT / "bench" / "labels" / "pointcloud_relevance.jsonl"
-DISTRACTORS = ("detection", "completion", "segmentation", "registration")   # DOLPHIN Table 3 style
-PROMPT_TOK_S, DECODE_TOK_S = 50, 10   # the local model on an idle 2-core machine (the speed section above)
+LABELLED_ALL = 200      # a label file this long labels the corpus, not a candidate list
+RETRIEVED = 50          # then: the top papers the corpus search returns for the topic
+TARGET_PRECISION, TARGET_RECALL = 0.8, 0.6   # issue 15's goal, macro over held-out topics
+SIGNAL_MODES = ("combined", "yesno", "similarity")
+GRIDS = {
+    "yesno": {"yes_at": [round(0.05 * i, 2) for i in range(1, 20)]},
+    "similarity": {"similarity_at": [round(0.2 + 0.025 * i, 3) for i in range(21)]},
+    "combined": {"weight": [0.5, 0.6, 0.7, 0.8, 0.9], "combined_at": [round(0.3 + 0.025 * i, 3) for i in range(25)]},
+}
 
 
-def load_labels(path: Path = LABELS) -> dict[str, bool]:
-    return {r["paper_id"]: bool(r["relevant"]) for r in map(json.loads, path.read_text().splitlines()) if r}
+# -- topics and candidates ---------------------------------------------------------------------------
+
+def label_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def evaluate(kept_ids: set[str], papers, labels: dict[str, bool]) -> dict:
-    """Precision / recall of the kept set and the distractor keyword counts among kept papers."""
-    relevant = {p.paper_id for p in papers if labels[p.paper_id]}
-    tp = len(kept_ids & relevant)
-    counts = {w: sum(bool(re.search(rf"\b{w}\b", f"{p.title} {p.abstract}", re.I)) for p in papers
-                     if p.paper_id in kept_ids) for w in DISTRACTORS}
-    return {"kept": len(kept_ids), "tp": tp, "fp": len(kept_ids) - tp,
-            "precision": tp / len(kept_ids) if kept_ids else 0.0, "recall": tp / len(relevant) if relevant else 0.0,
-            **counts}
+def discover(labels: Path = LABELS, experiments: Path = ROOT / "experiments") -> list[dict]:
+    """The labelled topics: {name, labels, topic_yaml | topic_dir}. First the topics listed in
+    bench/labels/dev_topics.yaml (if present), then every other `<name>_relevance.jsonl` with a topic
+    (`<name>_topic.yaml` beside it, or `experiments/<name>` / `experiments/<name>_*`) that is not
+    already there; one without a topic comes back with `missing` set."""
+    import yaml
 
+    out, topics_seen, labels_seen = [], set(), set()
+    registry = labels / "dev_topics.yaml"
+    for t in (yaml.safe_load(registry.read_text()) or {}).get("topics", []) if registry.is_file() else []:
+        src = ROOT / t["topic"]
+        entry = {"name": t["name"], "labels": ROOT / t["labels"]}
+        entry["topic_yaml" if src.suffix in (".yaml", ".yml") else "topic_dir"] = src
+        out.append(entry)
+        topics_seen.add(src.resolve())
+        labels_seen.add(entry["labels"].resolve())
+    for path in sorted(labels.glob("*_relevance.jsonl")):
+        if path.resolve() in labels_seen:
+            continue
+        name = path.name.removesuffix("_relevance.jsonl")
+        entry = {"name": name, "labels": path}
+        yaml_file = labels / f"{name}_topic.yaml"
+        dirs = sorted(d for d in experiments.glob(f"{name}*") if (d / "topic.yaml").is_file()
+                      and (d.name == name or d.name.startswith(name + "_")))
+        src = yaml_file if yaml_file.is_file() else dirs[0] if dirs else None
+        if src is None:
+            entry["missing"] = f"no bench/labels/{name}_topic.yaml and no experiments/{name}*"
+        elif src.resolve() in topics_seen:
+            continue   # the topic has a label set in the registry already
+        else:
+            entry["topic_yaml" if src.suffix == ".yaml" else "topic_dir"] = src
+            entry["name"] = dirs[0].name if src in dirs else name
+            topics_seen.add(src.resolve())
+        out.append(entry)
+    return out
+
+
+def _rank_key(paper_id: str) -> str:
+    return hashlib.sha256(paper_id.encode()).hexdigest()
+
+
+def choose(ids: list[str], relevant: dict[str, bool], n: int) -> list[str]:
+    """n of the ids with the relevant share kept (at least one of each kind when both exist), chosen
+    by a hash of the id (fixed, not the file's order); all of them when n >= len(ids). Keeps the
+    ids' own order."""
+    if n >= len(ids):
+        return list(ids)
+    rel = sorted((i for i in ids if relevant[i]), key=_rank_key)
+    other = sorted((i for i in ids if not relevant[i]), key=_rank_key)
+    k = min(len(rel), max(1 if rel else 0, round(n * len(rel) / len(ids))))
+    k = max(k, n - len(other))
+    picked = set(rel[:k]) | set(other[:n - k])
+    return [i for i in ids if i in picked]
+
+
+def bare_brief(name: str, yaml_file: Path, llm):
+    """A TopicBrief for a topic given only as title and description (no code to run)."""
+    import yaml
+
+    from assets.topic_brief import prompts as brief_prompts
+    from schemas.llm_outputs import TaskAttributes
+    from schemas.records import TopicBrief
+
+    raw = yaml.safe_load(yaml_file.read_text()) or {}
+    title, description = raw["title"].strip(), " ".join(raw["description"].split())
+    metric = raw.get("metric", "metric")
+    res = llm.complete(brief_prompts.task_attributes(title, description, metric), stage="topic_brief",
+                       schema=TaskAttributes, max_tokens=300)
+    attrs = res.value.model_dump() if res.ok else {"task": title, "input": "unknown", "output": "unknown",
+                                                   "domain": "unknown", "evaluation": metric, "search_query": title}
+    return TopicBrief(topic=name, title=title, description=description, metric_name=metric,
+                      metric_goal="maximize", llm_error=res.error, **attrs)
+
+
+# -- timing ------------------------------------------------------------------------------------------
 
 class Meter:
-    """Records llama.cpp's own timings of every request (compute time without the wait behind other
-    users of the shared server, prefix-cache hits) in a file under DAGSTER_HOME, keyed like the
-    LLM's response cache; a variant's cost is the sum over the requests it made, so a re-run whose
-    answers come from the response cache reports the first run's timings."""
+    """llama.cpp's own timings of every request a pass makes (prompt and decode time without the wait
+    behind other users of the shared machine), kept in a file under DAGSTER_HOME keyed like the
+    response cache, so a re-run whose answers come from the cache reports the first run's cost."""
 
     def __init__(self, llm, path: Path):
         from resources.llm import ResponseCache, request_key
@@ -67,7 +151,7 @@ class Meter:
         self._get, self._cls = ResponseCache.get, ResponseCache
         meter = self
 
-        def get(cache, key):   # every request the ranking makes is first looked up in the cache
+        def get(cache, key):
             with meter.lock:
                 meter.keys.append(key)
             return meter._get(cache, key)
@@ -81,7 +165,7 @@ class Meter:
             resp = create(**kw)
             t = (resp.model_extra or {}).get("timings") or {}
             u = resp.usage
-            with meter.lock:   # remote endpoints run requests in threads
+            with meter.lock:
                 meter.known[key] = {
                     "prompt_tokens": u.prompt_tokens if u else 0, "completion_tokens": u.completion_tokens if u else 0,
                     "prompt_evaluated": t.get("prompt_n", 0), "prompt_cached": t.get("cache_n", 0),
@@ -97,7 +181,6 @@ class Meter:
         client.chat.completions.create = timed
 
     def close(self) -> dict:
-        """Undo the wrapping; the summed cost of this variant's requests."""
         self._cls.get = self._get
         self._client.chat.completions.create = self._create
         rows = [self.known[k] for k in dict.fromkeys(self.keys) if k in self.known]
@@ -106,187 +189,277 @@ class Meter:
         return {"requests": len(dict.fromkeys(self.keys)), "timed": len(rows), **out}
 
 
-def run_variant(name: str, mode: str, batch: int, relevance_batch: int, brief, papers, llm, embedder) -> dict:
-    from assets.paper_rankings.rank import rank_papers
-
+def metered(llm, fn):
     meter = Meter(llm, Path(os.environ["DAGSTER_HOME"]) / "ranking_request_timings.json")
-    n0 = len(llm.calls())
     t0 = time.monotonic()
     try:
-        scores = rank_papers(brief, papers, llm, mode=mode, embedder=embedder, batch=batch,
-                             relevance_batch=relevance_batch, on_done=lambda n: print(".", end="", flush=True))
+        value = fn()
     finally:
         usage = meter.close()
-    calls = llm.calls()[n0:]
-    print(f" {name}: {time.monotonic() - t0:.0f}s, {len(calls)} calls ({sum(c.cached for c in calls)} from the "
-          f"response cache); {usage}")
-    (Path(os.environ["DAGSTER_HOME"]) / f"ranking_{name.replace(':', '_').replace('@', '_')}.jsonl").write_text(
-        "".join(s.model_dump_json() + "\n" for s in scores))
-    return {"name": name, "mode": mode, "batch": batch, "relevance_batch": relevance_batch, "scores": scores,
-            "usage": usage, "papers": papers}
+    return value, {**usage, "this_run_wall_s": round(time.monotonic() - t0, 2)}
 
 
-def offline_rows(attr_scores, papers, labels) -> list[tuple[str, dict]]:
-    """The attribute pass re-scored without new LLM calls."""
-    from assets.paper_rankings.scoring import (
-        ATTRIBUTES,
-        agreement,
-        is_kept,
-        score_attributes,
-        score_paper,
-    )
+# -- evaluation and leave-one-topic-out --------------------------------------------------------------
 
-    ok = [s for s in attr_scores if s.error is None]
-    sims = {s.paper_id: {a: getattr(s, f"{a}_similarity") for a in ATTRIBUTES} for s in ok}
-    rows = [("relevance category of the attribute pass alone (naive points)",
-             {s.paper_id for s in ok if is_kept(score_paper(s.relevance, None))}),
-            ("attributes alone (relevance taken as same_task)",
-             {s.paper_id for s in ok if is_kept(score_attributes("same_task", agreement(sims[s.paper_id])))})]
-    for m, p in ((0.5, 0.3), (0.55, 0.35), (0.6, 0.4), (0.65, 0.45), (0.7, 0.5)):
-        rows.append((f"combined, match >= {m}, partial >= {p}",
-                     {s.paper_id for s in ok
-                      if is_kept(score_attributes(s.relevance, agreement(sims[s.paper_id], m, p)))}))
-    return [(label, evaluate(kept, papers, labels)) for label, kept in rows]
+def pr(kept: set[str], relevant: set[str]) -> dict:
+    tp = len(kept & relevant)
+    return {"kept": len(kept), "tp": tp, "precision": tp / len(kept) if kept else 0.0,
+            "recall": tp / len(relevant) if relevant else 0.0}
 
 
-def fmt_row(label: str, e: dict) -> str:
-    return (f"| {label} | {e['kept']} | {e['tp']} | {e['fp']} | {e['precision']:.2f} | {e['recall']:.2f} | "
-            + " | ".join(str(e[w]) for w in DISTRACTORS) + " |")
+def signal_kept(mode: str, papers: list[dict], params: dict) -> set[str]:
+    from assets.paper_rankings.scoring import is_kept, signal_score
+
+    return {p["paper_id"] for p in papers if p.get("p_yes") is not None or mode == "similarity"
+            if is_kept(signal_score(mode, p.get("p_yes"), p.get("similarity"), **params))}
 
 
-def describe(r: dict) -> str:
-    if r["mode"] == "judged":
-        return "judged (the LLM grades input/output agreement itself), 1 paper per request"
-    if r["mode"] == "naive":
-        return f"naive (relevance only), {r['relevance_batch']} per request"
-    return f"attributes, relevance {r['relevance_batch']} + attributes {r['batch']} per request"
+def grid(mode: str) -> list[dict]:
+    import itertools
+
+    keys = list(GRIDS[mode])
+    return [dict(zip(keys, vals)) for vals in itertools.product(*(GRIDS[mode][k] for k in keys))]
+
+
+def macro(rows: list[dict]) -> dict:
+    return {"precision": sum(r["precision"] for r in rows) / len(rows),
+            "recall": sum(r["recall"] for r in rows) / len(rows)}
+
+
+def tune(mode: str, topics: list[dict]) -> dict:
+    """The values of `mode` with the best macro precision at macro recall >= TARGET_RECALL over
+    `topics` (ties: higher recall); when none reaches that recall, the best macro F1."""
+    best, best_key = None, None
+    for params in grid(mode):
+        m = macro([pr(signal_kept(mode, t["papers"], params), t["relevant"]) for t in topics])
+        f1 = 2 * m["precision"] * m["recall"] / max(m["precision"] + m["recall"], 1e-9)
+        key = (1, m["precision"], m["recall"]) if m["recall"] >= TARGET_RECALL else (0, f1, m["recall"])
+        if best_key is None or key > best_key:
+            best, best_key = params, key
+    return best
+
+
+def loto(mode: str, topics: list[dict]) -> dict:
+    """Per held-out topic: the values tuned on the others and precision / recall on it."""
+    out = {}
+    for t in topics:
+        rest = [u for u in topics if u["name"] != t["name"]]
+        params = tune(mode, rest)
+        out[t["name"]] = {"params": params, **pr(signal_kept(mode, t["papers"], params), t["relevant"])}
+    return out
+
+
+# -- the run -----------------------------------------------------------------------------------------
+
+def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: bool) -> dict:
+    from assets.paper_rankings.rank import abstract_similarities, rank_papers, yes_no_probabilities
+    from assets.shared.topics import topic_spec
+    from assets.topic_brief.brief import build_brief
+    from resources.literature import load_corpus
+
+    name = entry["name"]
+    if "topic_dir" in entry:
+        brief, _ = build_brief(topic_spec(entry["topic_dir"].name), llm)
+        source = f"experiments/{entry['topic_dir'].name}"
+    else:
+        brief = bare_brief(name, entry["topic_yaml"], llm)
+        source = str(entry["topic_yaml"].relative_to(ROOT))
+    rows = {r["paper_id"]: r for r in label_rows(entry["labels"])}
+    corpus = {p.paper_id: p for p in load_corpus(ROOT / "corpus" / "papers.jsonl")}
+    if len(rows) > LABELLED_ALL:
+        pool = [p.paper_id for p in literature.search(brief.search_query, RETRIEVED, embedder)]
+        candidates = f"top {RETRIEVED} of the corpus search for {brief.search_query!r}"
+    else:
+        pool = list(rows)
+        candidates = f"the {len(rows)} labelled candidates"
+    relevant = {i: bool(rows[i]["relevant"]) for i in pool}
+    ids = choose(pool, relevant, n)
+    papers = [corpus[i] for i in ids]
+    print(f"{name}: {len(papers)} papers ({sum(relevant[i] for i in ids)} relevant) of {candidates}", flush=True)
+
+    probs, yes_cost = metered(llm, lambda: yes_no_probabilities(brief, papers, llm))
+    t0 = time.monotonic()
+    sims = abstract_similarities(brief, papers, embedder)
+    sim_s = round(time.monotonic() - t0, 2)
+    print(f"  yes/no: {yes_cost}; similarity {sim_s} s", flush=True)
+    attr, attr_cost, naive = None, None, None
+    if attributes:
+        attr, attr_cost = metered(llm, lambda: rank_papers(brief, papers, llm, mode="attributes", embedder=embedder))
+        naive = rank_papers(brief, papers, llm, mode="naive")   # the attribute pass's relevance answers, cached
+        print(f"  attributes: {attr_cost}", flush=True)
+    out = []
+    for i, p in enumerate(papers):
+        row = {"paper_id": p.paper_id, "title": p.title, "relevant": relevant[p.paper_id],
+               "label_note": rows[p.paper_id].get("note") or rows[p.paper_id].get("reason"),
+               "p_yes": probs[i] if not isinstance(probs[i], str) else None,
+               "yes_no_error": probs[i] if isinstance(probs[i], str) else None, "similarity": sims[i]}
+        if attr:
+            a, nv = attr[i], naive[i]
+            row.update({"relevance": nv.relevance, "naive_score": nv.score, "naive_kept": nv.kept,
+                        "attribute_score": a.score, "attribute_kept": a.kept, "attribute_match": a.attribute_match,
+                        "paper_task": a.paper_task, "paper_input": a.paper_input, "paper_output": a.paper_output,
+                        "attribute_reason": a.reason, "attribute_error": a.error})
+        out.append(row)
+    return {"name": name, "topic": source, "candidates": candidates, "labels": str(entry["labels"].relative_to(ROOT)),
+            "brief": {k: getattr(brief, k) for k in ("title", "task", "input", "output", "search_query")},
+            "papers": out, "cost": {"yes_no": yes_cost, "similarity_s": sim_s, "attributes": attr_cost}}
+
+
+def analyse(rec: dict) -> dict:
+    """Leave-one-topic-out and in-sample figures from the per-paper answers of a record."""
+    topics = [{"name": t["name"], "papers": t["papers"], "relevant": {p["paper_id"] for p in t["papers"]
+                                                                     if p["relevant"]}} for t in rec["topics"]]
+    res = {"held_out": {}, "in_sample": {}, "fixed": {}}
+    for mode in SIGNAL_MODES:
+        res["held_out"][mode] = loto(mode, topics) if len(topics) > 1 else {}
+        params = tune(mode, topics)
+        res["in_sample"][mode] = {"params": params, "topics": {
+            t["name"]: pr(signal_kept(mode, t["papers"], params), t["relevant"]) for t in topics}}
+    for mode, field in (("attributes", "attribute_kept"), ("naive", "naive_kept")):
+        if all(field in p for t in topics for p in t["papers"]):
+            res["fixed"][mode] = {t["name"]: pr({p["paper_id"] for p in t["papers"] if p[field]}, t["relevant"])
+                                  for t in topics}
+    res["keep_all"] = {t["name"]: pr({p["paper_id"] for p in t["papers"]}, t["relevant"]) for t in topics}
+    goals = {}
+    for mode in SIGNAL_MODES:
+        if res["held_out"][mode]:
+            m = macro(list(res["held_out"][mode].values()))
+            goals[mode] = {**m, "met": m["precision"] >= TARGET_PRECISION and m["recall"] >= TARGET_RECALL}
+    for mode, per in res["fixed"].items():
+        m = macro(list(per.values()))
+        goals[mode] = {**m, "met": m["precision"] >= TARGET_PRECISION and m["recall"] >= TARGET_RECALL}
+    res["goal"] = goals
+    res["default"] = max((m for m in SIGNAL_MODES if m in goals),
+                         key=lambda m: (goals[m]["met"], goals[m]["recall"] >= TARGET_RECALL, goals[m]["precision"]),
+                         default=None)
+    return res
+
+
+def per_30(cost: dict | None, n: int, extra_s: float = 0.0) -> dict | None:
+    if not cost or not n:
+        return None
+    return {"server_s": round((cost["server_s"] + extra_s) * 30 / n, 1),
+            "wall_s": round((cost["wall_s"] + extra_s) * 30 / n, 1),
+            "estimate_idle_s": round((cost["prompt_evaluated"] / PROMPT_TOK_S + cost["completion_tokens"] / DECODE_TOK_S
+                                      + extra_s) * 30 / n, 1)}
+
+
+PROMPT_TOK_S, DECODE_TOK_S = 48, 10   # the local model on the 2 cores when idle (measured: prompt 48 tok/s)
+
+
+def render(rec: dict) -> str:
+    a = rec["analysis"]
+    names = [t["name"] for t in rec["topics"]]
+
+    def cell(e: dict | None) -> str:
+        return "-" if e is None else f"{e['precision']:.2f} / {e['recall']:.2f} ({e['kept']})"
+
+    def mcell(rows: list[dict]) -> str:
+        m = macro(rows)
+        return f"**{m['precision']:.2f} / {m['recall']:.2f}**"
+
+    head = "| ranking | sample | " + " | ".join(names) + " | macro P / R |"
+    sep = "|---" * (len(names) + 3) + "|"
+    lines = [head, sep]
+    for mode in SIGNAL_MODES:
+        ho = a["held_out"].get(mode)
+        if ho:
+            lines.append(f"| {mode} | held-out (tuned on the other topics) | "
+                         + " | ".join(cell(ho[n]) for n in names) + f" | {mcell(list(ho.values()))} |")
+        ins = a["in_sample"][mode]
+        lines.append(f"| {mode}, {ins['params']} | in-sample (tuned on all topics) | "
+                     + " | ".join(cell(ins["topics"][n]) for n in names)
+                     + f" | {mcell(list(ins['topics'].values()))} |")
+    notes = {"attributes": "held-out, except in-sample on pointcloud (its constants were tuned there)",
+             "naive": "held-out (nothing tuned)"}
+    for mode, per in a["fixed"].items():
+        lines.append(f"| {mode} (shipped constants) | {notes[mode]} | " + " | ".join(cell(per[n]) for n in names)
+                     + f" | {mcell(list(per.values()))} |")
+    lines.append("| keep everything | - | " + " | ".join(cell(a["keep_all"][n]) for n in names)
+                 + f" | {mcell(list(a['keep_all'].values()))} |")
+    params = ["| held-out topic | " + " | ".join(f"{m} tuned on the others" for m in SIGNAL_MODES) + " |",
+              "|---" * (len(SIGNAL_MODES) + 1) + "|"]
+    for n in names:
+        params.append(f"| {n} | " + " | ".join(str(a["held_out"].get(m, {}).get(n, {}).get("params", "-"))
+                                              for m in SIGNAL_MODES) + " |")
+    cost = ["| topic | papers | yes/no requests | yes/no prompt tok/paper (of which from the prefix cache) | "
+            "yes/no + similarity per 30 papers: server s / wall s / idle estimate | "
+            "attributes per 30 papers: server s / wall s / idle estimate |", "|---|---|---|---|---|---|"]
+    for t in rec["topics"]:
+        n, c = len(t["papers"]), t["cost"]
+        y, at = per_30(c["yes_no"], n, c["similarity_s"]), per_30(c["attributes"], n)
+        yn = c["yes_no"]
+        cost.append(f"| {t['name']} | {n} | {yn['requests']} | {yn['prompt_tokens'] / n:.0f} "
+                    f"({yn['prompt_cached'] / n:.0f}) | {y['server_s']} / {y['wall_s']} / {y['estimate_idle_s']} | "
+                    + (f"{at['server_s']} / {at['wall_s']} / {at['estimate_idle_s']}" if at else "-") + " |")
+    goal = [f"- {m}: macro precision {g['precision']:.2f}, recall {g['recall']:.2f} on held-out topics: "
+            f"goal (P >= {TARGET_PRECISION} at R >= {TARGET_RECALL}) **{'met' if g['met'] else 'not met'}**"
+            for m, g in a["goal"].items()]
+    copies = sum(bool(p.get("attribute_error") and "dropped" in p["attribute_error"])
+                 for t in rec["topics"] for p in t["papers"])
+    judged = sum("attribute_kept" in p for t in rec["topics"] for p in t["papers"])
+    return "\n".join([
+        "## ranking (LOTO)",
+        "",
+        provenance("bench/ranking_bench.py (`make bench-ranking`)", "bench/records/ranking_loto.json",
+                   f"{rec['date']} on {rec['machine']} (a 2-core shared VM: other engineers' jobs ran at the same "
+                   "time, so wall times are upper bounds)",
+                   "each row says: held-out = thresholds tuned on the other topics (leave-one-topic-out); "
+                   "in-sample = tuned on all topics, the shipped constants' source"),
+        "",
+        f"Model {rec['model']} (local), embeddings all-MiniLM-L6-v2. Per topic {rec['n']} papers (relevant share of "
+        "the candidates kept), labels in `bench/labels/<topic>_relevance.jsonl`. Cells: precision / recall "
+        "(papers kept), kept = score >= 8. Default mode chosen from the held-out rows: "
+        f"**{a['default']}**.",
+        "",
+        *lines,
+        "",
+        *goal,
+        f"- Attribute answers dropped as copies of the title or abstract after one re-ask: {copies}/{judged}.",
+        "",
+        "Values tuned on the other topics, per held-out topic:",
+        "",
+        *params,
+        "",
+        "Cost (server s: llama.cpp's own prompt + decode time; wall s: with the wait behind other work on the "
+        f"shared cores; idle estimate: tokens evaluated at {PROMPT_TOK_S} prompt / {DECODE_TOK_S} decode tok/s). "
+        "The combined mode's cost is the yes/no pass plus the similarity (embedding) time:",
+        "",
+        *cost,
+    ])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--k", type=int, default=50, help="papers retrieved and ranked")
-    ap.add_argument("--variants", default="attributes:5,attributes:5:5,naive:1,naive:5,attributes:1@15,judged:1@20,"
-                    "attributes:5@30",
-                    help="mode:batch[:relevance_batch][@n], comma-separated: papers per request of the "
-                         "attribute pass (naive: of the relevance pass), of the relevance pass (default 1), "
-                         "only the first n papers")
-    ap.add_argument("--no-write", action="store_true", help="print, do not write bench/RESULTS.md")
+    ap.add_argument("--n", type=int, default=30, help="papers ranked per topic (default 30)")
+    ap.add_argument("--topics", default="", help="comma-separated topic names (default: every labelled topic)")
+    ap.add_argument("--no-attributes", action="store_true", help="skip the attribute and naive modes (slow)")
+    ap.add_argument("--no-write", action="store_true", help="print, do not write the record or bench/RESULTS.md")
+    ap.add_argument("--render", action="store_true", help="re-render the section from the committed record")
     args = ap.parse_args(argv)
+    if args.render:
+        print(write_section("ranking", render(read_record("ranking_loto"))))
+        return 0
 
-    from assets.shared.topics import topic_spec
-    from assets.topic_brief.brief import build_brief
     from pipelines.definitions import build_resources
 
     res = build_resources(resolved=True)
     llm, embedder, literature = res["llm"], res["embedder"], res["literature"]
-    spec = topic_spec(TOPIC)
-    brief, _ = build_brief(spec, llm)
-    papers = literature.search(brief.search_query, args.k, embedder)
-    labels = load_labels()
-    missing = [p.paper_id for p in papers if p.paper_id not in labels]
-    if missing:
-        raise SystemExit(f"unlabelled papers among the retrieved: {missing}")
-    n_rel = sum(labels[p.paper_id] for p in papers)
-    print(f"query {brief.search_query!r}: {len(papers)} papers, {n_rel} labelled relevant")
-
-    results = []
-    for v in args.variants.split(","):
-        spec, _, n = v.partition("@")
-        mode, batch, *rb = spec.split(":")
-        rb = int(rb[0]) if rb else (int(batch) if mode == "naive" else 1)
-        results.append(run_variant(v, mode, int(batch), rb, brief, papers[:int(n)] if n else papers, llm,
-                                   embedder))
-
-    head = ("| ranking | kept | relevant kept | off-topic kept | precision | recall | "
-            + " | ".join(f"kept mentioning {w}" for w in DISTRACTORS) + " |")
-    sep = "|---" * (6 + len(DISTRACTORS)) + "|"
-    everything = evaluate({p.paper_id for p in papers}, papers, labels)
-    lines = [head, sep, fmt_row(f"keep all {len(papers)} retrieved (no ranking)", everything)]
-    full = [r for r in results if len(r["papers"]) == len(papers)]
-    for r in results:
-        n = len(r["papers"])
-        e = evaluate({s.paper_id for s in r["scores"] if s.kept}, r["papers"], labels)
-        failed = sum(s.error is not None for s in r["scores"])
-        label = describe(r) + (f", first {n} papers only" if n < len(papers) else "")
-        lines.append(fmt_row(label + (f" ({failed} not judged)" if failed else ""), e))
-        other = next((f for f in full if f["mode"] == r["mode"] and f["relevance_batch"] == r["relevance_batch"]
-                      and f["batch"] != r["batch"]), None)
-        if n < len(papers) and other:   # the same papers ranked with the other batch size
-            mine = {s.paper_id: s for s in other["scores"][:n]}
-            e2 = evaluate({i for i, s in mine.items() if s.kept}, r["papers"], labels)
-            same = sum(mine[s.paper_id].kept == s.kept for s in r["scores"])
-            lines.append(fmt_row(f"{describe(other)}, the same {n} papers (same keep decision as "
-                                 f"{r['batch']} per request for {same}/{n})", e2))
-    cost = ["| ranking | papers | requests | prompt tok/paper | of which reused from the prefix cache | "
-            "completion tok/paper | server s/paper | wall s/paper (shared server) | total server s | total wall s | "
-            f"estimate s/paper at {PROMPT_TOK_S}/{DECODE_TOK_S} tok/s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in results:
-        u, n = r["usage"], len(r["scores"])
-        note = "" if u["timed"] == u["requests"] else f" ({u['requests'] - u['timed']} requests untimed)"
-        cost.append(f"| {describe(r)}{note} | {n} | {u['requests']} | {u['prompt_tokens'] / n:.0f} | "
-                    f"{u['prompt_cached'] / n:.0f} | {u['completion_tokens'] / n:.1f} | {u['server_s'] / n:.1f} | "
-                    f"{u['wall_s'] / n:.1f} | {u['server_s']:.0f} | {u['wall_s']:.0f} | "
-                    f"{(u['prompt_evaluated'] / PROMPT_TOK_S + u['completion_tokens'] / DECODE_TOK_S) / n:.1f} |")
-    attr = next((r for r in full if r["mode"] == "attributes"), None)
-    offline = []
-    if attr:
-        offline = [head, sep] + [fmt_row(label, e) for label, e in offline_rows(attr["scores"], papers, labels)]
-    findings = []
-    if attr:
-        e = evaluate({s.paper_id for s in attr["scores"] if s.kept}, papers, labels)
-        met = e["precision"] >= 0.8 and e["recall"] >= 0.6
-        findings.append(f"- Goal with the local model, precision >= 0.8 at recall >= 0.6, with the default ranking "
-                        f"({describe(attr)}): **{'met' if met else 'not met'}** (precision {e['precision']:.2f}, "
-                        f"recall {e['recall']:.2f}).")
-    rel = {r["relevance_batch"]: {s.paper_id: s.relevance for s in r["scores"] if s.error is None}
-           for r in full if r["mode"] == "naive"}
-    if 1 in rel and any(b > 1 for b in rel):
-        b = max(rel)
-        both = rel[1].keys() & rel[b].keys()
-        diff = sum(rel[1][i] != rel[b][i] for i in both)
-        findings.append(f"- The relevance category asked {b} papers per request differs from the one asked alone "
-                        f"for {diff}/{len(both)} papers; 1 per request: "
-                        + ", ".join(f"{c} {list(rel[1].values()).count(c)}" for c in dict.fromkeys(rel[1].values()))
-                        + f"; {b} per request: "
-                        + ", ".join(f"{c} {list(rel[b].values()).count(c)}" for c in dict.fromkeys(rel[b].values()))
-                        + ".")
-    body = "\n".join([
-        "## Paper ranking: naive vs task-attribute",
-        "",
-        provenance("bench/ranking_bench.py", "bench/records/ranking.json", f"{today()} on {machine()}",
-                   "in-sample: the scoring's thresholds (assets/paper_rankings/scoring.py) were tuned on these "
-                   "labelled papers"),
-        "",
-        f"Model {llm.model_name()} ({'local' if llm.is_local() else 'remote'}), "
-        f"embeddings all-MiniLM-L6-v2. Topic `{TOPIC}`; the top {len(papers)} papers the corpus search returns "
-        f"for the topic's query ({brief.search_query!r}), {n_rel} of them labelled relevant in "
-        "`bench/labels/pointcloud_relevance.jsonl`. Kept = score >= 8. Recall is over those "
-        f"{n_rel} relevant papers.",
-        "",
-        *lines,
-        "",
-        *findings,
-        "",
-        "Cost per paper. Server s: llama.cpp's own prompt + decode time, without the wait behind other users "
-        "of the shared server (wall s includes that wait); both depend on the CPU load other work put on the "
-        "2 cores while a variant ran (decode speed varied between 1.5 and 12 tok/s during these runs), so "
-        "compare variants by their tokens, or by the estimate from the tokens evaluated (prompt tokens not "
-        "reused from the prefix cache, plus completion tokens) at the idle speed:",
-        "",
-        *cost,
-        "",
-        *(["The attribute pass re-scored offline (same LLM answers):", "", *offline] if offline else []),
-    ])
+    entries = discover()
+    for e in entries:
+        if "missing" in e:
+            print(f"skipped {e['name']}: {e['missing']}")
+    wanted = set(filter(None, args.topics.split(",")))
+    entries = [e for e in entries if "missing" not in e and (not wanted or e["name"] in wanted)]
+    rec = {"script": "bench/ranking_bench.py", "date": today(), "machine": machine(),
+           "machine_note": "2-core shared VM (other engineers' jobs ran at the same time)",
+           "model": llm.model_name(), "n": args.n,
+           "topics": [rank_topic(e, args.n, llm, embedder, literature, not args.no_attributes) for e in entries]}
+    rec["analysis"] = analyse(rec)
+    body = render(rec)
     print(body)
     if not args.no_write:
-        write_record("ranking", {
-            "script": "bench/ranking_bench.py", "date": today(), "machine": machine(), "model": llm.model_name(),
-            "topic": TOPIC, "query": brief.search_query, "labels": "bench/labels/pointcloud_relevance.jsonl",
-            "papers": [p.paper_id for p in papers],
-            "variants": [{"name": r["name"], "mode": r["mode"], "batch": r["batch"],
-                          "relevance_batch": r["relevance_batch"], "n_papers": len(r["papers"]), "usage": r["usage"],
-                          "scores": [sc.model_dump() for sc in r["scores"]]} for r in results]})
+        write_record("ranking_loto", rec)
         write_section("ranking", body)
     return 0
 

@@ -6,8 +6,9 @@ The papers file holds JSON lines (or Parquet) with `paper_id`, `title`, `abstrac
 `summary`), optionally `year` and `venue`. The topic's task attributes come from the same
 function the `topic_brief` asset uses (cached LLM answers make a repeat free). One JSON line per
 paper goes to stdout, in the file's order: paper_id, score (1-10), kept (score >= 8), the
-relevance category, the attribute agreement, the paper's own task / input / output, the
-similarities and a one-line reason. Progress and a summary go to stderr.
+relevance (yes / no, or the category), the attribute agreement, the paper's own task / input /
+output and the similarities (attribute mode), and a one-line reason (the default mode: P(yes) and
+the abstract similarity). Progress and a summary go to stderr.
 """
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ import sys
 
 
 def add_parser(subparsers) -> None:
-    from assets.paper_rankings.rank import MODES
+    from assets.paper_rankings.rank import DEFAULT_MODE, MODES
 
     p = subparsers.add_parser("rank", help="rank a paper list (JSON lines) for a topic; JSON lines out")
     p.add_argument("--topic", required=True, help="folder name under experiments/ or a path to a topic folder")
     p.add_argument("--papers", required=True, help="JSON lines or Parquet: paper_id, title, abstract, [year, venue]")
     p.add_argument("--naive", action="store_true", help="relevance only, without task attributes (DOLPHIN's baseline)")
-    p.add_argument("--mode", choices=MODES, default=None, help="ranking mode (default attributes; --naive = naive)")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help=f"ranking mode (default {DEFAULT_MODE}; --naive = naive)")
     p.add_argument("--batch", type=int, default=0,
                    help="papers per LLM request (default: 5 on the local model, 1 on a remote endpoint)")
     p.add_argument("--keep-server", action="store_true", help="leave the local LLM server running afterwards")
@@ -36,7 +38,7 @@ def cmd_rank(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from assets.paper_rankings.rank import rank_papers
+    from assets.paper_rankings.rank import DEFAULT_MODE, rank_papers
     from assets.topic_brief.brief import build_brief
     from pipelines.definitions import build_resources
     from resources.local_llm import server_status
@@ -48,7 +50,7 @@ def cmd_rank(args) -> int:
     if args.naive and args.mode not in (None, "naive"):
         err.print(f"[red]--naive contradicts --mode {args.mode}[/red]")
         return 2
-    mode = "naive" if args.naive else (args.mode or "attributes")
+    mode = "naive" if args.naive else (args.mode or DEFAULT_MODE)
     if args.batch < 0:
         err.print("[red]--batch must be >= 1[/red]")
         return 2

@@ -95,6 +95,9 @@ class LLMResult(BaseModel, Generic[T]):
     call: LLMCall
     error: str | None = None          # the message (for people and prompts)
     error_kind: ErrorKind | None = None  # the kind (for code): a RejectedAnswer kind, invalid_answer or request_failed
+    # complete(..., top_logprobs=n): the n likeliest first answer tokens and their log-probabilities;
+    # None when not asked for, {} when the endpoint returned none
+    top_logprobs: dict[str, float] | None = None
 
     @property
     def ok(self) -> bool:
@@ -181,6 +184,17 @@ class ResponseCache:
                 f.unlink(missing_ok=True)
                 gone += 1
         return gone
+
+
+def first_token_logprobs(choice) -> dict[str, float]:
+    """{token: logprob} of the first answer token's alternatives in a chat completion choice
+    ({} when the endpoint sent no log-probabilities); a token listed twice keeps its best value."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None) or []
+    out: dict[str, float] = {}
+    for alt in (getattr(content[0], "top_logprobs", None) or []) if content else []:
+        if alt.token not in out or alt.logprob > out[alt.token]:
+            out[alt.token] = float(alt.logprob)
+    return out
 
 
 def request_key(request: dict) -> str:
@@ -273,18 +287,23 @@ class LLM(dg.ConfigurableResource):
         item: str | None = None,
         temperature: float | None = None,
         seed: int | None = None,
+        top_logprobs: int = 0,
     ) -> LLMResult:
         """One logical call: structured (schema) or free text checked by `parse`.
         Never raises for a bad answer: the result carries the error after the retries.
         `item` (the idea the call serves) is accounting only, never part of the request;
         `temperature` / `seed` override the resource's for this call (they are part of the request,
-        so a resampled call is cached apart from the greedy one)."""
+        so a resampled call is cached apart from the greedy one). `top_logprobs` n > 0 asks for the
+        log-probabilities of the n likeliest first answer tokens (OpenAI `logprobs`; llama.cpp's
+        server answers them too), returned in `LLMResult.top_logprobs` and cached with the text."""
         model = self.model_name()
         request: dict[str, Any] = {
             "model": model, "messages": messages,
             "temperature": self.temperature if temperature is None else temperature,
             "max_tokens": max_tokens, "seed": self.seed if seed is None else seed,
         }
+        if top_logprobs:
+            request["logprobs"], request["top_logprobs"] = True, top_logprobs
         if schema is not None:
             request["response_format"] = {
                 "type": "json_schema",
@@ -300,13 +319,13 @@ class LLM(dg.ConfigurableResource):
             try:  # a remembered failure stays a failure unless the parser now accepts it
                 value = check(hit["text"])
                 self._record(call)
-                return LLMResult(value=value, text=hit["text"], call=call)
+                return LLMResult(value=value, text=hit["text"], call=call, top_logprobs=hit.get("top_logprobs"))
             except (ValidationError, ValueError) as e:  # the kind from the parser, asked again now
                 call.error, call.error_kind = hit.get("error") or str(e)[:300], error_kind_of(e)
                 self._record(call)
                 return LLMResult(text=hit["text"], call=call, error=call.error, error_kind=call.error_kind)
         convo = list(messages)
-        text, error, kind = "", None, None
+        text, error, kind, top = "", None, None, None
         retries = self.max_retries if max_retries is None else max_retries
         for attempt in range(retries + 1):
             call.tries = attempt + 1
@@ -318,6 +337,8 @@ class LLM(dg.ConfigurableResource):
                 error, kind = f"request failed: {type(e).__name__}: {e}", REQUEST_FAILED
                 break
             text = resp.choices[0].message.content or ""
+            if top_logprobs:
+                top = first_token_logprobs(resp.choices[0])
             if resp.usage is not None:
                 call.prompt_tokens += resp.usage.prompt_tokens or 0
                 call.completion_tokens += resp.usage.completion_tokens or 0
@@ -333,7 +354,8 @@ class LLM(dg.ConfigurableResource):
                 continue
             error, kind = None, None
             if self.use_cache:
-                self.cache().put(key, {"text": text, "request": request})
+                self.cache().put(key, {"text": text, "request": request,
+                                       **({"top_logprobs": top} if top_logprobs else {})})
             break
         call.seconds = time.monotonic() - t0
         call.cost_usd = price_usd(model, call.prompt_tokens, call.completion_tokens)
@@ -345,7 +367,7 @@ class LLM(dg.ConfigurableResource):
         self._record(call)
         if error is not None:
             return LLMResult(text=text, call=call, error=error, error_kind=kind)
-        return LLMResult(value=value, text=text, call=call)
+        return LLMResult(value=value, text=text, call=call, top_logprobs=top)
 
     def map(self, fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
         """Run fn over items with at most `concurrency()` LLM calls in flight, in order."""

@@ -79,6 +79,12 @@ class Script:
             return json.dumps({"papers": [ranking_item(name, t) for t in re.findall(r"^Paper \d+: (.*)$", user, re.M)]})
         if name in ("PaperRelevance", "PaperAttributes"):  # ranking, one paper per request
             return json.dumps(ranking_item(name + "Batch", re.search(r"^Paper 1: (.*)$", user, re.M).group(1)))
+        if name in ("PaperAttributesById", "PaperAttributesByIdBatch"):  # ranking: answers name the paper's id
+            items = [{"id": i, **ranking_item(name, t)} for i, t in re.findall(r"^\[id (\S+)\] (.*)$", user, re.M)]
+            return json.dumps(items[0] if name == "PaperAttributesById" else {"papers": items})
+        if name is None and user.endswith("Answer yes or no."):  # ranking's yes/no question (no log-probabilities)
+            same = ranking_item("PaperRelevanceBatch", re.search(r"^Paper: (.*)$", user, re.M).group(1))
+            return "Yes" if same["relevance"] == "same_task" else "No"
         if name == "IdeaList" and "brainstorm" in user:
             return json.dumps({"ideas": brainstorm_ideas(user)})
         if name == "IdeaList":

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assets.paper_rankings.rank import rank_papers
+from assets.paper_rankings.rank import DEFAULT_MODE, rank_papers
 from assets.paper_rankings.scoring import (
     ATTRIBUTE_RELEVANCE_POINTS,
     ATTRIBUTES,
@@ -159,13 +159,30 @@ def _key(schema: str | None, messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps([schema, messages], sort_keys=True).encode()).hexdigest()
 
 
+IDS = re.compile(r"^\[id (\S+)\] (.*)$", re.M)
+
+
+def by_id_answers(exchanges) -> dict[tuple[str, ...], list[dict]]:
+    """The recorded attribute answers keyed by the papers' titles in request order. They were
+    recorded with the earlier prompt that numbered the papers and answered in the same order;
+    the replay hands the same answers back under each paper's id (the id-tied prompt's format)."""
+    out = {}
+    for e in exchanges:
+        if e["schema"] == "PaperAttributesBatch":
+            titles = tuple(re.findall(r"^Paper \d+: (.*)$", e["messages"][1]["content"], re.M))
+            out[titles] = json.loads(e["answer"])["papers"]
+    return out
+
+
 class ReplayServer:
     """The QueueServer of test_llm_resource answering recorded requests (by schema name and
-    messages) with the recorded text, or `fallback(schema, messages)`, optionally after a delay;
+    messages) with the recorded text (an id-tied attribute request: the recorded answers for the
+    same papers, under their ids), or `fallback(schema, messages)`, optionally after a delay;
     counts the requests in flight."""
 
     def __init__(self, exchanges=(), delay_s: float = 0.0, fallback=None):
         self.answers = {_key(e["schema"], e["messages"]): e["answer"] for e in exchanges}
+        self.attributes = by_id_answers(exchanges)
         self.delay_s, self.fallback = delay_s, fallback
         self.lock = threading.Lock()
         self.in_flight = self.max_in_flight = 0
@@ -186,6 +203,9 @@ class ReplayServer:
             time.sleep(self.delay_s)
             name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
             text = self.answers.get(_key(name, body["messages"]))
+            papers = IDS.findall(body["messages"][-1]["content"])
+            if name == "PaperAttributesByIdBatch" and (items := self.attributes.get(tuple(t for _, t in papers))):
+                text = json.dumps({"papers": [{"id": i, **a} for (i, _), a in zip(papers, items)]})
             if text is None and self.fallback is not None:
                 text = self.fallback(name, body["messages"])
             if text is None:
@@ -221,7 +241,7 @@ def test_recorded_answers_attribute_mode(home, recorded):
     with ReplayServer(data["exchanges"]) as srv:
         scores = rank_papers(brief, papers, _llm(srv.base_url), mode="attributes", batch=data["batch"])
     assert not srv.unknown, "a request differs from the recording (prompt or schema changed?): re-record"
-    assert srv.requests == 8 + 2   # relevance one paper per request, attributes 4 per request
+    assert srv.requests == 8 + 2   # relevance one paper per request, attributes 4 per request (tied by id)
     by_id = {s.paper_id: s for s in scores}
     assert [s.paper_id for s in scores] == [p.paper_id for p in papers]
     assert all(s.error is None and s.mode == "attributes" for s in scores)
@@ -257,17 +277,16 @@ def test_malformed_answers_fall_back_to_single_papers_and_are_recorded(home, rec
     paper whose relevance answer stays invalid is not asked for its attributes."""
     data, brief, papers = recorded
     bad_attr, bad_rel = papers[1].title, papers[2].title
-    one = {"PaperRelevance": {"relevance": "same_task"},
-           "PaperAttributes": {"task": "shape classification", "input": "point cloud", "output": "class label"}}
+    attrs = {"task": "shape classification", "input": "point cloud", "output": "class label"}
 
     def fallback(name, messages):   # one paper: the item; several: {"papers": [items]}
         user = messages[1]["content"]   # the papers (a retry appends the error after them)
-        item = name.removesuffix("Batch")
-        if (bad_attr in user and item == "PaperAttributes") or (bad_rel in user and item == "PaperRelevance"):
+        if (bad_attr in user and name.startswith("PaperAttributes")) or (bad_rel in user and name == "PaperRelevance"):
             return '{"papers": [{"task": "oops"'   # truncated JSON, every time
-        if item == name:
-            return json.dumps(one[item])
-        return json.dumps({"papers": [one[item]] * len(re.findall(r"^Paper \d+: ", user, re.M))})
+        if name == "PaperRelevance":
+            return json.dumps({"relevance": "same_task"})
+        items = [{"id": i, **attrs} for i, _ in IDS.findall(user)]
+        return json.dumps(items[0] if name == "PaperAttributesById" else {"papers": items})
 
     with ReplayServer(fallback=fallback) as srv:
         scores = rank_papers(brief, papers[:4], _llm(srv.base_url), mode="attributes", batch=4)
@@ -332,6 +351,14 @@ def test_rank_cli(home, fake_llm, tmp_path):
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [x["paper_id"] for x in rows] == ["a", "b", "c"]
     assert {x["paper_id"]: x["kept"] for x in rows} == {"a": True, "b": False, "c": True}
+    # the default mode: the fake endpoint answers yes / no without log-probabilities
+    assert all(x["mode"] == DEFAULT_MODE and x["kept"] == (x["score"] >= 8) for x in rows)
+    assert [x["relevance"] for x in rows] == ["yes", "no", "yes"] and all("P(yes)" in x["reason"] for x in rows)
+
+    r = _rank_cli("--topic", "toy_classification", "--papers", str(papers), "--mode", "attributes", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert {x["paper_id"]: x["kept"] for x in rows} == {"a": True, "b": False, "c": True}
     for x in rows:
         assert {"score", "kept", "relevance", "attribute_match", "reason", "paper_task"} <= x.keys()
         assert x["mode"] == "attributes" and x["kept"] == (x["score"] >= 8)
@@ -357,8 +384,8 @@ def test_rank_cli(home, fake_llm, tmp_path):
 # -- the asset ---------------------------------------------------------------------------------
 
 def test_paper_rankings_asset_metadata(home, fake_llm):
-    """The asset (invoked directly) ranks with the attribute mode by default and shows the kept /
-    dropped table with the paper's own task and output; the naive mode through its config."""
+    """The asset (invoked directly) ranks with the default mode; the attribute mode (through its
+    config) shows the kept / dropped table with the paper's own task and output; the naive mode too."""
     import dagster as dg
 
     from assets.paper_rankings.defs import RankingConfig, paper_rankings
@@ -371,8 +398,13 @@ def test_paper_rankings_asset_metadata(home, fake_llm):
     papers = [Paper(paper_id="a", title="PointNet: point set classification", abstract="Labels shapes."),
               Paper(paper_id="b", title="VoxelNet: LiDAR detection", abstract="Finds boxes.")]
     args = (to_frame(papers, Paper), to_frame([brief], TopicBrief))
-    res = paper_rankings(dg.build_asset_context(), RankingConfig(), *args, llm=_llm(fake_llm.base_url),
-                         embedder=Embedder())
+    default = paper_rankings(dg.build_asset_context(), RankingConfig(), *args, llm=_llm(fake_llm.base_url),
+                             embedder=Embedder())
+    assert default.metadata["mode"] == DEFAULT_MODE and default.metadata["kept"] == 1
+    assert [s.paper_id for s in from_frame(default.value, PaperScore) if s.kept] == ["a"]
+    assert all(c.passed for c in default.check_results)
+    res = paper_rankings(dg.build_asset_context(), RankingConfig(mode="attributes"), *args,
+                         llm=_llm(fake_llm.base_url), embedder=Embedder())
     table = res.metadata["rankings"].value
     assert res.metadata["mode"] == "attributes" and res.metadata["kept"] == 1 and res.metadata["dropped"] == 1
     assert "| paper_task | paper_output |" in table and "bounding boxes" in table

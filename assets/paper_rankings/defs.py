@@ -1,9 +1,9 @@
-"""paper_rankings (DOLPHIN 3.1): rank the retrieved papers by task attributes."""
+"""paper_rankings (DOLPHIN 3.1): score the retrieved papers 1-10 for the topic and keep >= 8."""
 import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.paper_rankings.rank import rank_papers
+from assets.paper_rankings.rank import DEFAULT_MODE, rank_papers
 from assets.paper_rankings.scoring import KEEP_AT
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, usage_metadata
@@ -15,15 +15,17 @@ from schemas.records import Paper, PaperScore, TopicBrief
 
 
 class RankingConfig(dg.Config):
-    mode: str = Field("attributes", description="attributes (task-attribute guided) | naive (relevance only, "
-                      "DOLPHIN's baseline) | judged (the LLM grades attribute agreement itself)")
+    mode: str = Field(DEFAULT_MODE, description="combined (P(yes) of a yes/no question from token log-probabilities "
+                      "+ abstract similarity) | yesno | similarity | attributes (task-attribute guided) | naive "
+                      "(relevance only, DOLPHIN's baseline) | judged (the LLM grades attribute agreement itself)")
     batch: int = Field(0, ge=0, description="papers per LLM request; 0: 5 on the local model, 1 on a remote one")
 
 
 @round_asset(
     "scores_consistent", "scores within 1-10 and kept exactly when score >= 8",
-    "Per paper: relevance (LLM category) and task-attribute agreement (the paper's own task, input and "
-    "output against the topic's), a 1-10 score, kept if >= 8.",
+    "Per paper: a 1-10 score, kept if >= 8, and the reason: by default the LLM's P(yes) that the paper is "
+    "relevant (token log-probabilities) combined with the abstract's similarity to the topic; optionally the "
+    "relevance category and task-attribute agreement.",
     topic_inputs=("topic_brief",),
 )
 def paper_rankings(context: dg.AssetExecutionContext, config: RankingConfig, papers: pl.DataFrame,

@@ -55,3 +55,49 @@ def judge_batch(system: str, papers: list[tuple[str, str]]) -> list[dict]:
            f"Answer for each of the {n} papers, in the order given, one item per paper.")
     return [{"role": "system", "content": system},
             {"role": "user", "content": f"{papers_block(papers)}\n\n{ask}"}]
+
+
+# -- yes/no relevance read from the first answer token's log-probabilities. Everything about the
+# topic sits in the system message, identical for every paper, so the server evaluates it once and
+# each request adds only the paper and the fixed question (about 150 tokens with a shortened abstract).
+
+YES_NO_QUESTION = "Is this paper relevant to our task? Answer yes or no."
+
+
+def yes_no_system(title: str, description: str, task: str, input_: str, output: str) -> str:
+    return ("You decide whether a research paper is relevant to our research task. A paper is relevant when "
+            "its method addresses our task on our kind of data, so that it could directly improve our model. "
+            "A paper on a different task with the same kind of data is not relevant, and neither is a paper "
+            "on our task for a different kind of data.\n\n"
+            f"Our task: {title}\n{' '.join(description.split())}\n"
+            f"In short: task {task}; input {input_}; output {output}.")
+
+
+def yes_no_question(system: str, title: str, abstract: str) -> list[dict]:
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"Paper: {title}\n{abstract.strip()}\n\n{YES_NO_QUESTION}"}]
+
+
+def topic_text(title: str, description: str) -> str:
+    """What the topic's embedding is computed from (the similarity mode)."""
+    return f"{title}. {' '.join(description.split())}"
+
+
+# -- attribute answers tied to their paper by id: each paper is shown with its id and each answer
+# names the id it is for (the schema allows only the ids of the request), so an answer is matched
+# to its paper by id, never by its place in the list.
+
+def papers_block_with_ids(papers: list[tuple[str, str, str]]) -> str:
+    """(id, title, abstract) triples."""
+    return "\n\n".join(f"[id {i}] {t}\n{a.strip()}" for i, t, a in papers)
+
+
+def attributes_batch(papers: list[tuple[str, str, str]], again: bool = False) -> list[dict]:
+    n = len(papers)
+    ask = ("Answer for this paper, with its id." if n == 1 else
+           f"Answer for each of the {n} papers: one item per paper, with the id of the paper it describes.")
+    if again:   # the first answer repeated the paper's title or abstract
+        ask += (" Describe the task, the input and the output in your own few words: do not repeat the "
+                "title or sentences of the abstract.")
+    return [{"role": "system", "content": ATTRIBUTES_SYSTEM},
+            {"role": "user", "content": f"{papers_block_with_ids(papers)}\n\n{ask}"}]

@@ -1,12 +1,28 @@
-"""Ranking papers with the LLM: relevance categories and the papers' own task attributes."""
+"""Ranking papers with the LLM: a yes/no judgement read from token log-probabilities, the
+abstract's embedding similarity to the topic, their combination, and (older modes) relevance
+categories and the papers' own task attributes."""
+from collections import Counter
+from functools import cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
 from assets.paper_rankings import prompts
 from assets.paper_rankings.scoring import (
+    COMBINED_AT,
+    COMBINED_WEIGHT,
+    SIMILARITY_AT,
+    YES_AT,
     agreement,
     agreement_label,
     attribute_similarities,
+    combined_value,
+    copied_fields,
     is_kept,
     score_attributes,
     score_paper,
+    signal_score,
+    yes_probability,
 )
 from resources.embedder import Embedder
 from resources.llm import LLM
@@ -18,13 +34,19 @@ from schemas.llm_outputs import (
 )
 from schemas.records import Paper, PaperScore, TopicBrief
 
-MODES = ("attributes", "naive", "judged")
+MODES = ("combined", "yesno", "similarity", "attributes", "naive", "judged")
+SIGNAL_MODES = ("combined", "yesno", "similarity")   # scored from P(yes) and / or the abstract similarity
+DEFAULT_MODE = "combined"   # chosen by leave-one-topic-out (bench/RESULTS.md "ranking (LOTO)")
 
 
 ABSTRACT_CHARS = 1500   # a paper's task is stated early; bounds the prompt of a batch
 
 
 LOCAL_BATCH = 5         # papers per attribute request on the local model (bench/ranking_bench.py)
+
+
+YES_NO_ABSTRACT_CHARS = 600   # the yes/no request reads the abstract's opening only: the task is stated
+                              # there, and each request then costs ~150 prompt tokens beyond the cached prefix
 
 
 RELEVANCE_BATCH = 1     # measured: asked for 5 papers at once, the 1.5B model sometimes lists the scale
@@ -90,13 +112,166 @@ def ask_in_batches(system: str, papers: list[Paper], item, llm: LLM, batch: int,
     return [a for answers in llm.map(ask, chunks) for a in answers]
 
 
-def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = "attributes",
+def opening(text: str, chars: int) -> str:
+    """The first `chars` characters of a text, cut after the last full sentence (else the last
+    whole word) that fits."""
+    text = " ".join(text.split())
+    if len(text) <= chars:
+        return text
+    head = text[:chars]
+    end = head.rfind(". ")
+    return head[:end + 1] if end >= chars // 3 else head.rsplit(" ", 1)[0]
+
+
+def yes_no_probabilities(brief: TopicBrief, papers: list[Paper], llm: LLM, on_done=None) -> list[float | str]:
+    """Per paper, P(yes) that it is relevant to the topic (scoring.yes_probability over the first
+    answer token's log-probabilities), or the error text. One request of one answer token per paper;
+    the topic is the shared system message, so the local server evaluates it once."""
+    system = prompts.yes_no_system(brief.title, brief.description, brief.task, brief.input, brief.output)
+
+    def one(p: Paper) -> float | str:
+        res = llm.complete(prompts.yes_no_question(system, p.title, opening(p.abstract, YES_NO_ABSTRACT_CHARS)),
+                           stage="paper_rankings", max_tokens=1, max_retries=0, top_logprobs=10)
+        if on_done:
+            on_done(1)
+        if not res.ok:
+            return res.error or "no answer"
+        prob = yes_probability(res.top_logprobs, res.text)
+        return prob if prob is not None else f"answered neither yes nor no: {res.text[:40]!r}"
+
+    return llm.map(one, papers)
+
+
+def abstract_similarities(brief: TopicBrief, papers: list[Paper], embedder: Embedder) -> list[float]:
+    """Cosine between the topic (title and description) and each paper's title and abstract."""
+    if not papers:
+        return []
+    vecs = embedder.encode([prompts.topic_text(brief.title, brief.description)]
+                           + [f"{p.title}. {p.abstract}" for p in papers])
+    return [round(float(vecs[0] @ v), 4) for v in vecs[1:]]
+
+
+def signal_reason(mode: str, p_yes: float | None, similarity: float | None) -> str:
+    if mode == "yesno":
+        return f"P(yes) {p_yes:.2f} (kept from {YES_AT})"
+    if mode == "similarity":
+        return f"abstract similarity {similarity:.2f} (kept from {SIMILARITY_AT})"
+    return (f"P(yes) {p_yes:.2f}, abstract similarity {similarity:.2f}: combined "
+            f"{combined_value(p_yes, similarity):.2f} (kept from {COMBINED_AT}; P(yes) weighs {COMBINED_WEIGHT})")
+
+
+def rank_by_signals(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str, embedder: Embedder | None = None,
+                    on_done=None) -> list[PaperScore]:
+    """modes yesno / similarity / combined (scoring.signal_score)."""
+    probs = yes_no_probabilities(brief, papers, llm, on_done) if mode != "similarity" else [None] * len(papers)
+    sims = (abstract_similarities(brief, papers, embedder or Embedder()) if mode != "yesno"
+            else [None] * len(papers))
+    if mode == "similarity" and on_done:
+        on_done(len(papers))
+    out = []
+    for p, prob, sim in zip(papers, probs, sims):
+        if isinstance(prob, str):
+            out.append(_not_judged(p, mode, prob))
+            continue
+        score = signal_score(mode, prob, sim)
+        relevance = "n/a" if prob is None else "yes" if prob >= 0.5 else "no"
+        out.append(PaperScore(paper_id=p.paper_id, title=p.title, relevance=relevance, attribute_match="n/a",
+                              score=score, kept=is_kept(score), reason=signal_reason(mode, prob, sim), mode=mode))
+    return out
+
+
+# -- the papers' own task attributes, tied to their paper by id ------------------------------------
+
+ATTRIBUTE_TOKENS = 90   # answer tokens per paper (id, task, input, output)
+
+
+@cache
+def attributes_schema(ids: tuple[str, ...]) -> type[BaseModel]:
+    """The answer for the papers `ids`: one item per paper, each naming the id it describes (the
+    grammar allows only these ids). One paper: the item itself."""
+    fields = {"id": (Literal[ids], Field(description="the id of the paper this answer describes"))}
+    for name, f in PaperAttributes.model_fields.items():
+        fields[name] = (str, Field(max_length=60, description=f.description))
+    item = create_model("PaperAttributesById", __config__=ConfigDict(extra="forbid"), **fields)
+    if len(ids) == 1:
+        return item
+    return create_model("PaperAttributesByIdBatch", __config__=ConfigDict(extra="forbid"),
+                        papers=(list[item], Field(min_length=len(ids), max_length=len(ids))))
+
+
+def unusable(p: Paper, answer: dict, batch: list[Paper]) -> str | None:
+    """Why an attribute answer cannot be used for paper p: it copies the paper's title or the
+    abstract's opening, or it copies another paper of the same request (an answer under the wrong
+    id); None when it is usable."""
+    copies = copied_fields(answer, p.title, p.abstract)
+    if copies:
+        return "copies " + ", ".join(f"{a} = {src}" for a, src in copies.items())
+    for q in batch:
+        if q.paper_id != p.paper_id and copied_fields(answer, q.title, q.abstract).keys() - {"output"}:
+            return f"describes paper {q.paper_id}"
+    return None
+
+
+def ask_attributes(papers: list[Paper], llm: LLM, batch: int, on_done=None) -> list[PaperAttributes | str]:
+    """Each paper's own task / input / output, or why there is none. `batch` papers per request;
+    answers are matched to papers by the id they name. A paper with no answer under its id (or two),
+    or whose answer is a copy (`unusable`), is asked once more alone (a copy with a request to use
+    its own words); an answer that is still a copy is dropped."""
+
+    def ask(chunk: list[Paper], again: bool = False) -> dict[str, dict] | str:
+        ids = tuple(p.paper_id for p in chunk)
+        res = llm.complete(prompts.attributes_batch([(p.paper_id, p.title, p.abstract[:ABSTRACT_CHARS])
+                                                     for p in chunk], again=again),
+                           stage="paper_rankings", schema=attributes_schema(ids),
+                           max_tokens=30 + ATTRIBUTE_TOKENS * len(chunk))
+        if not res.ok:
+            return res.error or "no answer"
+        items = list(res.value.papers) if len(chunk) > 1 else [res.value]
+        named = Counter(it.id for it in items)
+        return {it.id: it.model_dump(exclude={"id"}) for it in items if named[it.id] == 1}
+
+    chunks = [papers[i:i + batch] for i in range(0, len(papers), max(1, batch))]
+    out: dict[str, PaperAttributes | str] = {}
+    retry: list[tuple[Paper, str]] = []
+    for chunk, got in zip(chunks, llm.map(ask, chunks)):
+        for p in chunk:
+            answer = got.get(p.paper_id) if isinstance(got, dict) else None
+            problem = (got if isinstance(got, str) else "no answer under its id") if answer is None else \
+                unusable(p, answer, chunk)
+            if problem is None:
+                out[p.paper_id] = PaperAttributes(**answer)
+                if on_done:
+                    on_done(1)
+            else:
+                retry.append((p, problem))
+
+    def ask_again(item: tuple[Paper, str]) -> PaperAttributes | str:
+        p, first = item
+        got = ask([p], again=first.startswith("copies") or first.startswith("describes"))
+        if on_done:
+            on_done(1)
+        if isinstance(got, str):
+            return got
+        problem = unusable(p, got[p.paper_id], [p])
+        return PaperAttributes(**got[p.paper_id]) if problem is None else \
+            f"attributes dropped: {problem} (asked twice; first answer {first})"
+
+    for (p, _), again in zip(retry, llm.map(ask_again, retry)):
+        out[p.paper_id] = again
+    return [out[p.paper_id] for p in papers]
+
+
+def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = DEFAULT_MODE,
                 embedder: Embedder | None = None, batch: int | None = None, relevance_batch: int = RELEVANCE_BATCH,
                 on_done=None) -> list[PaperScore]:
     """Score each paper 1-10 and keep >= 8 (DOLPHIN 3.1). Modes:
-    - attributes (default): the LLM judges each paper's relevance to the topic (a category) and, in a
-      second pass that does not show the topic, names the paper's own task / input / output; the
-      code compares those with the topic's (embeddings) and builds the score from both;
+    - combined (default): P(yes) of a yes/no relevance question, read from the first answer
+      token's log-probabilities, combined with the cosine between the topic and the abstract;
+    - yesno: P(yes) alone; similarity: the abstract cosine alone (no LLM call);
+    - attributes: the LLM judges each paper's relevance to the topic (a category) and, in a
+      second pass that does not show the topic, names the paper's own task / input / output (tied
+      to the paper by id, copies of the title or abstract asked again, then dropped); the code
+      compares those with the topic's (embeddings) and builds the score from both;
     - naive: the relevance category alone (DOLPHIN's baseline);
     - judged: the LLM judges relevance and attribute agreement itself, one paper per request.
     `batch`: papers per request of the attribute pass (default_batch); `relevance_batch`: of the
@@ -106,6 +281,8 @@ def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = "a
         raise ValueError(f"unknown ranking mode {mode!r}; one of {MODES}")
     if not papers:
         return []
+    if mode in SIGNAL_MODES:
+        return rank_by_signals(brief, papers, llm, mode, embedder, on_done)
     if mode == "judged":
         return _judge_each(brief, papers, llm, on_done)
     batch = batch or default_batch(llm)
@@ -123,8 +300,7 @@ def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = "a
         return out
     ok = [i for i, r in enumerate(relevance) if not isinstance(r, str)]   # a failed paper is not asked again
     attrs: list = [None] * len(papers)
-    for i, a in zip(ok, ask_in_batches(prompts.ATTRIBUTES_SYSTEM, [papers[i] for i in ok], PaperAttributes, llm,
-                                       batch, on_done)):
+    for i, a in zip(ok, ask_attributes([papers[i] for i in ok], llm, batch, on_done)):
         attrs[i] = a
     if on_done and len(ok) < len(papers):
         on_done(len(papers) - len(ok))
