@@ -11,6 +11,7 @@ from assets.baseline_results.defs import baseline_results
 from assets.ideas.defs import ideas
 from assets.paper_rankings.defs import paper_rankings
 from assets.papers.defs import papers
+from assets.round_reference.defs import round_reference
 from assets.shared.partitions import multi_key
 from assets.shared.topics import (
     captured,
@@ -107,7 +108,7 @@ def test_an_edit_mid_round_waits_for_the_next_topic_brief(home, fake_llm, tmp_pa
     instance.add_dynamic_partitions("topics", [TOPIC])
     instance.add_dynamic_partitions("rounds", ["r1", "r2"])
     assert _materialize(instance, resources, [topic_brief, baseline_results], TOPIC).success
-    first = [papers, paper_rankings, ideas]
+    first = [round_reference, papers, paper_rankings, ideas]
     rest = [a for a in ROUND_ASSETS if a not in first]
     r1 = multi_key(TOPIC, "r1")
     assert _materialize(instance, resources, first, r1).success
@@ -152,7 +153,7 @@ def test_an_edit_mid_round_waits_for_the_next_topic_brief(home, fake_llm, tmp_pa
     assert brief1.code == edited and meta("topic_brief").metadata["code_sha256"].value == code_sha256(edited)
     assert meta("topic_brief").tags["dagster/data_version"] != version0
     assert topic_of(store.read("topic_brief", TOPIC)).spec.budget.ideas_per_round == 1
-    assert _materialize(instance, resources, [papers, paper_rankings, ideas,
+    assert _materialize(instance, resources, [round_reference, papers, paper_rankings, ideas,
                                               next(a for a in ROUND_ASSETS if a.key.path[-1] == "filtered_ideas")],
                         multi_key(TOPIC, "r2")).success
     assert meta("ideas").metadata["requested"].value == 1

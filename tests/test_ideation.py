@@ -223,9 +223,10 @@ def materialize_filter(fake_llm, round_key: str):
     instance.add_dynamic_partitions("topics", [TOPIC])
     instance.add_dynamic_partitions("rounds", [round_key])
     resources = make_resources(fake_llm.base_url)
-    assert dg.materialize(ALL_ASSETS, selection=["topic_brief"], partition_key=TOPIC, instance=instance,
-                          resources=resources).success
-    res = dg.materialize(ALL_ASSETS, selection=["papers", "paper_rankings", "ideas", "filtered_ideas"],
+    assert dg.materialize(ALL_ASSETS, selection=["topic_brief", "baseline_results"], partition_key=TOPIC,
+                          instance=instance, resources=resources).success
+    res = dg.materialize(ALL_ASSETS, selection=["round_reference", "papers", "paper_rankings", "ideas",
+                                                "filtered_ideas"],
                          partition_key=str(multi_key(TOPIC, round_key)), instance=instance, resources=resources)
     assert res.success
     meta = {k: instance.get_latest_materialization_event(dg.AssetKey(k)).asset_materialization.metadata
