@@ -251,7 +251,9 @@ def loto(mode: str, topics: list[dict]) -> dict:
 
 # -- the run -----------------------------------------------------------------------------------------
 
-def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: bool) -> dict:
+def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: int) -> dict:
+    """One topic's answers; `attributes`: how many of the n papers (the same id-hashed choice) the
+    attribute and naive modes rank (0: none)."""
     from assets.paper_rankings.rank import abstract_similarities, rank_papers, yes_no_probabilities
     from assets.shared.topics import topic_spec
     from assets.topic_brief.brief import build_brief
@@ -283,18 +285,21 @@ def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: bool)
     sim_s = round(time.monotonic() - t0, 2)
     print(f"  yes/no: {yes_cost}; similarity {sim_s} s", flush=True)
     attr, attr_cost, naive = None, None, None
-    if attributes:
-        attr, attr_cost = metered(llm, lambda: rank_papers(brief, papers, llm, mode="attributes", embedder=embedder))
-        naive = rank_papers(brief, papers, llm, mode="naive")   # the attribute pass's relevance answers, cached
-        print(f"  attributes: {attr_cost}", flush=True)
+    sub = [p for p in papers if p.paper_id in set(choose(ids, relevant, attributes))] if attributes else []
+    if sub:
+        attr, attr_cost = metered(llm, lambda: rank_papers(brief, sub, llm, mode="attributes", embedder=embedder))
+        naive = rank_papers(brief, sub, llm, mode="naive")   # the attribute pass's relevance answers, cached
+        attr, naive = {s.paper_id: s for s in attr}, {s.paper_id: s for s in naive}
+        attr_cost["papers"] = len(sub)
+        print(f"  attributes ({len(sub)} papers): {attr_cost}", flush=True)
     out = []
     for i, p in enumerate(papers):
         row = {"paper_id": p.paper_id, "title": p.title, "relevant": relevant[p.paper_id],
                "label_note": rows[p.paper_id].get("note") or rows[p.paper_id].get("reason"),
                "p_yes": probs[i] if not isinstance(probs[i], str) else None,
                "yes_no_error": probs[i] if isinstance(probs[i], str) else None, "similarity": sims[i]}
-        if attr:
-            a, nv = attr[i], naive[i]
+        if attr and p.paper_id in attr:
+            a, nv = attr[p.paper_id], naive[p.paper_id]
             row.update({"relevance": nv.relevance, "naive_score": nv.score, "naive_kept": nv.kept,
                         "attribute_score": a.score, "attribute_kept": a.kept, "attribute_match": a.attribute_match,
                         "paper_task": a.paper_task, "paper_input": a.paper_input, "paper_output": a.paper_output,
@@ -315,10 +320,14 @@ def analyse(rec: dict) -> dict:
         params = tune(mode, topics)
         res["in_sample"][mode] = {"params": params, "topics": {
             t["name"]: pr(signal_kept(mode, t["papers"], params), t["relevant"]) for t in topics}}
+    # the attribute and naive modes ranked a subset of each topic's papers: they, and the default
+    # signal mode with its held-out values, are scored on that subset
+    subsets = [{**t, "papers": [p for p in t["papers"] if "attribute_kept" in p]} for t in topics]
+    subsets = [{**t, "relevant": {p["paper_id"] for p in t["papers"] if p["relevant"]}} for t in subsets if t["papers"]]
     for mode, field in (("attributes", "attribute_kept"), ("naive", "naive_kept")):
-        if all(field in p for t in topics for p in t["papers"]):
+        if subsets:
             res["fixed"][mode] = {t["name"]: pr({p["paper_id"] for p in t["papers"] if p[field]}, t["relevant"])
-                                  for t in topics}
+                                  for t in subsets}
     res["keep_all"] = {t["name"]: pr({p["paper_id"] for p in t["papers"]}, t["relevant"]) for t in topics}
     goals = {}
     for mode in SIGNAL_MODES:
@@ -332,6 +341,11 @@ def analyse(rec: dict) -> dict:
     res["default"] = max((m for m in SIGNAL_MODES if m in goals),
                          key=lambda m: (goals[m]["met"], goals[m]["recall"] >= TARGET_RECALL, goals[m]["precision"]),
                          default=None)
+    if subsets and res["default"] and res["held_out"][res["default"]]:
+        mode = res["default"]
+        res["fixed_subset_default"] = {
+            t["name"]: pr(signal_kept(mode, t["papers"], res["held_out"][mode][t["name"]]["params"]), t["relevant"])
+            for t in subsets}
     return res
 
 
@@ -372,9 +386,14 @@ def render(rec: dict) -> str:
                      + f" | {mcell(list(ins['topics'].values()))} |")
     notes = {"attributes": "held-out, except in-sample on pointcloud (its constants were tuned there)",
              "naive": "held-out (nothing tuned)"}
+    sub = rec.get("attributes_n")
     for mode, per in a["fixed"].items():
-        lines.append(f"| {mode} (shipped constants) | {notes[mode]} | " + " | ".join(cell(per[n]) for n in names)
-                     + f" | {mcell(list(per.values()))} |")
+        lines.append(f"| {mode} (shipped constants), {sub} papers per topic | {notes[mode]} | "
+                     + " | ".join(cell(per.get(n)) for n in names) + f" | {mcell(list(per.values()))} |")
+    if a.get("fixed_subset_default"):
+        per = a["fixed_subset_default"]
+        lines.append(f"| {a['default']} on the same {sub} papers per topic | held-out | "
+                     + " | ".join(cell(per.get(n)) for n in names) + f" | {mcell(list(per.values()))} |")
     lines.append("| keep everything | - | " + " | ".join(cell(a["keep_all"][n]) for n in names)
                  + f" | {mcell(list(a['keep_all'].values()))} |")
     params = ["| held-out topic | " + " | ".join(f"{m} tuned on the others" for m in SIGNAL_MODES) + " |",
@@ -433,7 +452,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=30, help="papers ranked per topic (default 30)")
     ap.add_argument("--topics", default="", help="comma-separated topic names (default: every labelled topic)")
-    ap.add_argument("--no-attributes", action="store_true", help="skip the attribute and naive modes (slow)")
+    ap.add_argument("--attributes", type=int, default=-1,
+                    help="papers per topic for the attribute and naive modes (slow on the local model; default: "
+                         "all --n, 0: none)")
+    ap.add_argument("--no-attributes", action="store_true", help="the same as --attributes 0")
     ap.add_argument("--no-write", action="store_true", help="print, do not write the record or bench/RESULTS.md")
     ap.add_argument("--render", action="store_true", help="re-render the section from the committed record")
     args = ap.parse_args(argv)
@@ -451,10 +473,12 @@ def main(argv=None) -> int:
             print(f"skipped {e['name']}: {e['missing']}")
     wanted = set(filter(None, args.topics.split(",")))
     entries = [e for e in entries if "missing" not in e and (not wanted or e["name"] in wanted)]
+    attr_n = 0 if args.no_attributes else args.n if args.attributes < 0 else args.attributes
     rec = {"script": "bench/ranking_bench.py", "date": today(), "machine": machine(),
            "machine_note": "2-core shared VM (other engineers' jobs ran at the same time)",
            "model": llm.model_name(), "n": args.n,
-           "topics": [rank_topic(e, args.n, llm, embedder, literature, not args.no_attributes) for e in entries]}
+           "attributes_n": attr_n,
+           "topics": [rank_topic(e, args.n, llm, embedder, literature, attr_n) for e in entries]}
     rec["analysis"] = analyse(rec)
     body = render(rec)
     print(body)
