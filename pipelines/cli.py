@@ -267,8 +267,9 @@ def _run(args, console) -> int:
     import dagster as dg
     from filelock import Timeout
 
-    from pipelines.guards import fail_stale_runs, runs_in_flight, topic_lock
+    from pipelines.guards import fail_stale_runs, runs_in_flight, set_aside_unrecorded_rounds, topic_lock
     from resources.paths import resolve_topic_dir
+    from resources.store import record_store
     from schemas.topic import TopicSpecError, load_topic
 
     try:
@@ -296,6 +297,9 @@ def _run(args, console) -> int:
                           f"{r.tags.get('dagster/partition', '')} {r.status.value} (run {r.run_id}); "
                           "wait for it or cancel it in the UI", highlight=False)
             return 3
+        for rk in set_aside_unrecorded_rounds(instance, record_store(), spec.name, log=lambda m: None):
+            console.print(f"{rk}: its feedback record was stored by a run that died before Dagster recorded it: "
+                          "set aside, the round runs again", highlight=False)
         return drive(args, console, instance, spec, last)
     finally:
         lock.release()
