@@ -443,10 +443,12 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
         return "" if v is None else f"{v:.4f}"
 
     store = record_store()
-    table = Table(title=f"{topic}: verdicts against the baseline")
+    table = Table(title=f"{topic}: verdicts against the baseline and the best so far (stacking: `vs` is the code "
+                        "the idea was built on)")
     from assets.feedback_summary.feedback import verdict_cells
 
-    for c in ("round", "idea", "verdict", "metric", "baseline", "mean diff", "95% interval", "seeds", "reason"):
+    for c in ("round", "idea", "verdict", "vs", "metric", "baseline", "mean diff", "95% interval", "seeds",
+              "vs baseline", "vs best", "reason"):
         table.add_column(c)
     colours = {"improvement": "green", "maintenance": "yellow", "decline": "red", "failed": "magenta"}
     for rk in rounds:
@@ -456,9 +458,9 @@ def print_verdicts(console, topic: str, rounds: list[str]) -> None:
         for f in from_frame(df, Feedback):
             cells = verdict_cells(f)  # the seed test behind the verdict
             # names and reasons come from the LLM and from scripts' errors: printed as plain text
-            table.add_row(rk, plain(f.name), f"[{colours[f.verdict]}]{f.verdict}[/]", fmt(f.metric_value),
-                          fmt(f.baseline_value), cells["mean_diff"], cells["interval_95"], cells["seeds"],
-                          plain(f.reason[:70]))
+            table.add_row(rk, plain(f.name), f"[{colours[f.verdict]}]{f.verdict}[/]", plain(f.reference.split("/")[-1]),
+                          fmt(f.metric_value), fmt(f.baseline_value), cells["mean_diff"], cells["interval_95"],
+                          cells["seeds"], plain(cells["vs_baseline"]), plain(cells["vs_best"]), plain(f.reason[:70]))
     console.print(table)
 
 

@@ -209,6 +209,19 @@ def test_a_verified_win_becomes_the_next_rounds_reference_and_lineage_shows_the_
     assert f"- r1: {a_id}" in chain and f"- r2: {b_id}" in chain
     assert f"- r1: {a_id}: Switch on gain A" in chain and f"- r2: {b_id}: Switch on gain B" in chain
     assert lineage(TOPIC) == chain and lineage(b_id) == text_b
+    from pipelines.cli import main
+
+    assert main(["lineage", TOPIC]) == 0 and main(["lineage", "no_such_topic"]) == 1
+
+    # the CLI's verdict table: what each verdict is against, and both comparisons
+    from rich.console import Console
+
+    from pipelines.cli import print_verdicts
+
+    console = Console(record=True, width=400)
+    print_verdicts(console, TOPIC, ["r2"])
+    row = next(line for line in console.export_text().splitlines() if "nudge_c" in line)
+    assert "maintenance" in row and "gain_a" in row and "improvement +0.1030" in row
 
 
 def test_reference_baseline_keeps_the_original_and_still_tracks_the_best(home):
