@@ -314,6 +314,13 @@ def test_a_finished_round_without_best_code_breaks_the_chain(tmp_path):
     store.write(to_frame([best], BestCode), "best_code", TOPIC, "r1")
     got, where = previous_best(store, TOPIC, "r3")
     assert got.round == "r1" and where == f"r1|{TOPIC}"
-    store.write(to_frame([], Feedback), "feedback_summary", TOPIC, "r2")  # r2 finished, its best_code missing
-    with pytest.raises(ValueError, match="r2 have feedback but no best_code"):
+    store.write(to_frame([], Feedback), "feedback_summary", TOPIC, "r2")  # a round from before stacking: passed
+    assert previous_best(store, TOPIC, "r3")[0].round == "r1"
+    ref = make_reference(topic, BASE, best, "r2", f"r1|{TOPIC}")
+    store.write(to_frame([ref], RoundReference), "round_reference", TOPIC, "r2")  # r2 ran with stacking ...
+    with pytest.raises(ValueError, match="r2 have feedback but no best_code"):  # ... and lost its best_code
+        previous_best(store, TOPIC, "r3")
+    store.write(to_frame([], Feedback), "feedback_summary", TOPIC, "r1")
+    store.path("best_code", TOPIC, "r1").unlink()  # no best_code at all, r2 still broken
+    with pytest.raises(ValueError, match="r2 have feedback"):
         previous_best(store, TOPIC, "r3")

@@ -61,16 +61,17 @@ def baseline_best(topic: CapturedTopic, base: RunResult, round_key: str = "") ->
 
 def previous_best(store: RecordStore | Store, topic: str, round_key: str) -> tuple[BestCode | None, str]:
     """(the best_code of the latest round before `round_key`, its partition) or (None, '').
-    A finished round (one with feedback) after it without a best_code means the chain is
-    broken: that is an error, not a silent fall-back to an older best."""
+    A finished round after it (one with feedback) that had a round_reference but has no
+    best_code means the chain is broken (its best_code failed or was never materialised): that
+    is an error, not a silent fall-back to an older best. Rounds without a round_reference
+    (stored before stacking existed) are passed over."""
     n = round_number(round_key)
     done = [rk for rk in store.rounds("best_code", topic) if round_number(rk) < n]
-    if done:
-        last = done[-1]
-        missing = [rk for rk in store.rounds("feedback_summary", topic) if round_number(last) < round_number(rk) < n]
-    else:
-        last, missing = "", [rk for rk in store.rounds("feedback_summary", topic) if round_number(rk) < n]
-    if missing and done:
+    last = done[-1] if done else ""
+    after = round_number(last) if last else 0
+    missing = [rk for rk in store.rounds("feedback_summary", topic) if after < round_number(rk) < n
+               and store.read("round_reference", topic, rk) is not None]
+    if missing:
         raise ValueError(f"{topic}: round(s) {', '.join(missing)} have feedback but no best_code: materialise "
                          f"best_code for them before {round_key}")
     if not done:
