@@ -401,6 +401,8 @@ def test_paper_rankings_asset_metadata(home, fake_llm):
     default = paper_rankings(dg.build_asset_context(), RankingConfig(), *args, llm=_llm(fake_llm.base_url),
                              embedder=Embedder())
     assert default.metadata["mode"] == DEFAULT_MODE and default.metadata["kept"] == 1
+    table = default.metadata["rankings"].value
+    assert "P(yes)" in table and "attribute_match" not in table
     assert [s.paper_id for s in from_frame(default.value, PaperScore) if s.kept] == ["a"]
     assert all(c.passed for c in default.check_results)
     res = paper_rankings(dg.build_asset_context(), RankingConfig(mode="attributes"), *args,

@@ -3,7 +3,7 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.paper_rankings.rank import DEFAULT_MODE, rank_papers
+from assets.paper_rankings.rank import DEFAULT_MODE, SIGNAL_MODES, rank_papers
 from assets.paper_rankings.scoring import KEEP_AT
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, usage_metadata
@@ -46,6 +46,8 @@ def paper_rankings(context: dg.AssetExecutionContext, config: RankingConfig, pap
     columns = ["score", "kept", "relevance", "attribute_match", "title", "reason"]
     if config.mode == "attributes":
         columns[4:4] = ["paper_task", "paper_output"]
+    elif config.mode in SIGNAL_MODES:   # P(yes) and the similarity are in the reason
+        columns.remove("attribute_match")
     return dg.MaterializeResult(value=df, check_results=[check], metadata={
         "mode": config.mode, "kept": len(kept), "dropped": len(scores) - len(kept),
         "not_judged": sum(s.error is not None for s in scores),
