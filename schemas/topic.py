@@ -172,10 +172,6 @@ class TopicSpec(BaseModel):
                              "--out_dir {out_dir}'")
         return self
 
-    @model_validator(mode="after")
-    def _score_and_hidden(self) -> TopicSpec:
-        if self.score is not None and "{pred_dir}" not in self.score:
-            raise ValueError("field 'score' must contain {pred_dir}, where the run's predictions are")
     @field_validator("screen")
     @classmethod
     def _screen_has_out_dir(cls, v: str | None) -> str | None:
@@ -183,6 +179,10 @@ class TopicSpec(BaseModel):
             raise ValueError("must contain {out_dir}, where the short run writes final_info.json")
         return v
 
+    @model_validator(mode="after")
+    def _score_and_hidden(self) -> TopicSpec:
+        if self.score is not None and "{pred_dir}" not in self.score:
+            raise ValueError("field 'score' must contain {pred_dir}, where the run's predictions are")
         if self.hidden and self.score is None:
             raise ValueError("field 'hidden' needs a 'score' command: only the scorer may read hidden files")
         for h in self.hidden:

@@ -193,6 +193,7 @@ def test_dropped_top_idea_is_replaced_by_the_next_best():
 def test_without_the_arena_ratings_stay_empty():
     f = FilteredIdea(**idea(0, 1).model_dump(), max_similarity=0.1, independent=True, kept=True)
     assert with_ratings([f], None) == [f]
+    assert arena_order([idea(1, 1), idea(0, 2)], None) == [idea(1, 1), idea(0, 2)]
     assert f.arena_rating is None and f.arena_rank is None and f.arena_record == ""
 
 
@@ -249,3 +250,68 @@ def test_the_judge_sees_the_code_and_both_ideas():
     user = msgs[-1]["content"]
     assert "EPOCHS = 3" in user and user.index("Idea A: ta") < user.index("Idea B: tb")
     assert all(c in user for c in CRITERIA)
+
+
+# -- the stage with the option on (Dagster, the scripted fake LLM server) --------------------------
+
+JUDGED_QUALITY = {"Smooth the labels": 6, "Add an RBF kernel feature map": 5, "Train longer": 4,
+                  "Standardise the inputs": 3, "Train for more epochs": 2}   # any other title: 1
+
+
+def materialize_filter(server, round_key: str):
+    """topic_brief, then the round's assets up to filtered_ideas; the stored ideas and metadata."""
+    import dagster as dg
+
+    from assets import ALL_ASSETS
+    from assets.shared.partitions import multi_key
+    from resources.store import Store
+    from schemas.frames import from_frame
+    from tests.conftest import make_resources
+    from tests.test_ideation import TOPIC
+
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", [round_key])
+    resources = make_resources(server.base_url)
+    keys = {k.to_user_string() for a in ALL_ASSETS for k in a.keys}
+    # the topic's set-up (round_reference, where it exists, reads the baseline: one run of the toy script)
+    setup = [k for k in ("topic_brief", "baseline_results") if k == "topic_brief" or "round_reference" in keys]
+    assert dg.materialize(ALL_ASSETS, selection=setup, partition_key=TOPIC, instance=instance,
+                          resources=resources).success
+    wanted = [k for k in ("papers", "paper_rankings", "round_reference", "ideas", "filtered_ideas") if k in keys]
+    res = dg.materialize(ALL_ASSETS, selection=wanted, partition_key=str(multi_key(TOPIC, round_key)),
+                         instance=instance, resources=resources)
+    assert res.success
+    meta = instance.get_latest_materialization_event(dg.AssetKey("filtered_ideas")).asset_materialization.metadata
+    return {i.name: i for i in from_frame(Store().read("filtered_ideas", TOPIC, round_key), FilteredIdea)}, meta
+
+
+def test_filtered_ideas_with_the_arena_keeps_the_top_rated(home):
+    from tests.fake_llm import FakeLLMServer, Script
+    from tests.test_ideation import set_ideation
+
+    class ArenaScript(Script):
+        """The round's scripted answers, plus a consistent arena judge over JUDGED_QUALITY."""
+
+        def answer(self, req):
+            fmt = req.get("response_format") or {}
+            if fmt.get("json_schema", {}).get("name") != "ArenaJudgement":
+                return super().answer(req)
+            self.count("ArenaJudgement")
+            shown = dict(re.findall(r"^Idea ([AB]): (.*)$", req["messages"][-1]["content"], re.M))
+            qa, qb = (JUDGED_QUALITY.get(shown[x].strip(), 1) for x in "AB")
+            return json.dumps({"reason": "by the scripted quality", **{c: consistent(qa, qb) for c in CRITERIA}})
+
+    set_ideation(home, brainstorm=True, arena=True)
+    with FakeLLMServer(ArenaScript()) as server:
+        out, meta = materialize_filter(server, "r1")
+        assert server.script.counts["ArenaJudgement"] == 6 * 5  # 15 pairs, both orders
+    ranked = sorted(out.values(), key=lambda f: f.arena_rank)
+    assert [f.name for f in ranked[:3]] == ["label_smoothing", "fancy_kernel_r1", "train_until_converged"]
+    assert all(f.arena_rating is not None and f.arena_record for f in out.values())
+    assert ranked[0].arena_rating > ranked[-1].arena_rating
+    # the filters spent the budget of 3 on the best rated (without the arena: the first three proposed)
+    assert {n for n, f in out.items() if f.kept} == {"label_smoothing", "fancy_kernel_r1", "train_until_converged"}
+    fm = meta
+    assert "label_smoothing" in fm["arena"].value and fm["arena_judgements"].value == 30
+    assert fm["arena_malformed"].value == 0

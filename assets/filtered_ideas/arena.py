@@ -161,9 +161,11 @@ def needed(n_candidates: int, budget: int, enabled: bool) -> bool:
     return enabled and n_candidates > budget
 
 
-def arena_order(items: Sequence[Idea], outcome: ArenaOutcome) -> list[Idea]:
+def arena_order(items: Sequence[Idea], outcome: ArenaOutcome | None) -> list[Idea]:
     """The ideas, best rating first: the filter then spends the round's budget on the top ones
-    (and an idea it drops is replaced by the next best)."""
+    (and an idea it drops is replaced by the next best). No outcome: the ideas as they are."""
+    if outcome is None:
+        return list(items)
     by_id = {i.idea_id: i for i in items}
     return [by_id[i] for i in outcome.order]
 

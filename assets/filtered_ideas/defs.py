@@ -2,6 +2,7 @@
 import dagster as dg
 import polars as pl
 
+from assets.filtered_ideas.arena import arena_for, arena_metadata, arena_order, with_ratings
 from assets.filtered_ideas.filtering import filter_ideas
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
 from assets.ideas.generation import BANK_VERDICTS, read_history
@@ -39,8 +40,11 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, topic
                              rounds=cfg.novelty_rounds, k=cfg.novelty_papers, item=item.idea_id)
 
     with llm.track("filtered_ideas") as usage:
+        arena = arena_for(items, spec, captured.code, llm, log=context.log.info)  # None unless ideation.arena
+        items = arena_order(items, arena)  # best rated first: the filters spend the budget on them
         out = filter_ideas(items, bank, embedder.encode, novelty, cfg.independence_threshold,
                            keep_at_most=spec.budget.ideas_per_round, log=context.log.info)
+    out = with_ratings(out, arena)
     df = to_frame(out, FilteredIdea)
     check = expectation_check("filter_recorded", df.with_columns(
         kept_is_independent=~pl.col("kept") | pl.col("independent")), [
@@ -56,5 +60,5 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, topic
                                                   ["name", "source", "kept", "max_similarity", "nearest_bank_idea",
                                                    "novel", "novelty_closest_paper", "novelty_queries",
                                                    "drop_reason"])),
-        **usage_metadata(usage, by_idea=True), **topic_metadata(captured),
+        **arena_metadata(arena, items), **usage_metadata(usage, by_idea=True), **topic_metadata(captured),
     })
