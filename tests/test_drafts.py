@@ -276,6 +276,10 @@ def test_one_viable_draft_is_not_screened(home, fake_runs):
     runs = fake_runs({"a": (0.7, 0.8)})
     r = _run(spec, _patch([None, "a"]))
     assert runs.screen == [] and runs.full == ["a"] and r.draft == 1
+    # no more viable drafts than promote: all get their full run, a short run would only add cost
+    runs = fake_runs({"a": (0.7, 0.8), "b": (0.9, 0.85)})
+    r = _run(spec.model_copy(update={"budget": spec.budget.model_copy(update={"promote": 2})}), _patch(["a", "b"]))
+    assert runs.screen == [] and runs.full == ["a", "b"] and r.draft == 1 and "cheap order" in r.rule
     # a patch stored before drafts existed is its own single draft
     old = Patch(idea_id=IDEA.idea_id, edit_format="whole", status="ok", code="a", diff="d", compiles=True)
     assert _run(_spec(home), old).draft == 0
@@ -318,3 +322,18 @@ def test_shipped_screen_commands_are_shorter_runs_of_the_same_script():
         assert s.run_command("out", "screen")[:2] == s.run_command("out")[:2]
         assert "--screen" in s.screen and "--dry_run" not in s.screen
         assert "args.screen" in s.code_path.read_text()
+
+
+def test_screen_section_is_its_record_rendered(monkeypatch, tmp_path):
+    import importlib
+    import json
+
+    from resources.paths import REPO_ROOT
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    sb = importlib.import_module("bench.screen_bench")
+    rec = json.loads((REPO_ROOT / "bench" / "records" / "screen.json").read_text())
+    text = (REPO_ROOT / "bench" / "RESULTS.md").read_text()
+    section = text.split("<!-- bench:screen:begin -->", 1)[1].split("<!-- bench:screen:end -->", 1)[0]
+    assert section.strip() == sb.render(rec).strip()
+    assert rec["full_runs_with_screen_promote_1"] < rec["full_runs_without_screen"] == len(rec["rows"])

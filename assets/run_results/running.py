@@ -45,7 +45,7 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
         return root if single else root / f"draft-{i}"
 
     screened = None
-    if spec.screen and not single:  # rung 0: one short run per draft, no repairs
+    if spec.screen and len(cheap) > spec.budget.promote:  # rung 0: one short run per draft, no repairs
         target = RunTarget.of_topic(spec, "screen")
         for i, d in drafts.items():
             r = run_with_repair(target, d.code, runner=runner, llm=None, workdir=workdir(i) / "screen",
