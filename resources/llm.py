@@ -28,6 +28,8 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 from resources.local_llm import LocalLLM
 from resources.paths import under_home
 from resources.settings import llm_endpoint, settings
+from resources.timing_log import LLM as SPAN_LLM
+from resources.timing_log import log_span
 
 T = TypeVar("T")
 
@@ -274,6 +276,9 @@ class LLM(dg.ConfigurableResource):
         self._calls.append(call)
         for usage in list(self._tracking):
             usage.calls.append(call)
+        # RESEARCHLOOP_TIMING_LOG (resources/timing_log.py): the call's time, for the effectiveness bench
+        log_span(SPAN_LLM, call.seconds, stage=call.stage, item=call.item, cached=call.cached,
+                 tokens=call.prompt_tokens + call.completion_tokens)
 
     def complete(
         self,

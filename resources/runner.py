@@ -93,6 +93,8 @@ import pydantic
 
 from resources.safe_io import read_tail, safe_read  # noqa: F401  (the one tail reader; re-exported)
 from resources.settings import settings
+from resources.timing_log import EXPERIMENT as SPAN_EXPERIMENT
+from resources.timing_log import log_span
 
 log = logging.getLogger(__name__)
 
@@ -919,12 +921,16 @@ class Runner(dg.ConfigurableResource):
             hide: Sequence[Path | str] = ()) -> ProcessResult:
         """memory_mb overrides the resource's limit for this run (e.g. a topic's budget); `hide`
         adds dirs to the default hidden ones (e.g. a topic folder holding a scorer's labels)."""
-        return run_sandboxed(list(command), Path(workdir), timeout_s=timeout_s,
-                             memory_mb=memory_mb or self.memory_mb, max_procs=self.max_procs,
-                             max_file_mb=self.max_file_mb, env=env, sandbox=self.sandboxed(),
-                             limit_address_space=self.limit_address_space,
-                             disk_mb=self.disk_mb, disk_files=self.disk_files,
-                             hide=[*default_hidden_paths(), *hide] if hide else None)
+        t0 = time.time()
+        res = run_sandboxed(list(command), Path(workdir), timeout_s=timeout_s,
+                            memory_mb=memory_mb or self.memory_mb, max_procs=self.max_procs,
+                            max_file_mb=self.max_file_mb, env=env, sandbox=self.sandboxed(),
+                            limit_address_space=self.limit_address_space,
+                            disk_mb=self.disk_mb, disk_files=self.disk_files,
+                            hide=[*default_hidden_paths(), *hide] if hide else None)
+        # RESEARCHLOOP_TIMING_LOG (resources/timing_log.py): the run's time, for the effectiveness bench
+        log_span(SPAN_EXPERIMENT, time.time() - t0, workdir=str(workdir), exit_code=res.exit_code)
+        return res
 
     def sandboxed(self) -> bool:
         return not unsandboxed_by_environment()
