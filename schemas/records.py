@@ -92,6 +92,9 @@ class FilteredIdea(Idea):
     novelty_error: str | None = Field(None, description="why the novelty check could not decide")
     kept: bool
     drop_reason: str | None = None
+    # the refill (assets/filtered_ideas/filtering.py fill_round): which generation call proposed the idea
+    proposal: int = Field(0, description="0: the ideas asset; k: the k-th refill, asked because the filters "
+                          "left the round short of its budget")
     # Idea Arena (assets/filtered_ideas/arena.py, topic.yaml `ideation.arena`): empty when it did not run
     arena_rating: float | None = Field(None, description="ELO rating, mean over the arena's criteria")
     arena_rank: int | None = Field(None, description="1 = best rated of the round's candidates")

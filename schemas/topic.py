@@ -87,6 +87,10 @@ class IdeationSpec(BaseModel):
     arena: bool = Field(False, description="when there are more candidate ideas than budget.ideas_per_round, "
                         "rank them by a pairwise LLM tournament (both orders, ELO; Chain-of-Ideas' Idea Arena, "
                         "assets/filtered_ideas/arena.py) and filter the best rated first")
+    refills: int = Field(2, ge=0, le=5, description="when the filters leave a round with fewer than "
+                         "budget.ideas_per_round ideas, ask for more at most this many times, telling the model "
+                         "which ideas were dropped and why (assets/filtered_ideas/filtering.py fill_round); "
+                         "0 = DOLPHIN's single proposal")
 
 
 class LiteratureSpec(BaseModel):

@@ -1,11 +1,13 @@
-"""filtered_ideas (DOLPHIN 3.1): keep the independent, novel ideas."""
+"""filtered_ideas (DOLPHIN 3.1): keep the independent, novel ideas; when the filters leave the
+round short of its budget, ask for more (topic.yaml `ideation.refills` times at most)."""
 import dagster as dg
 import polars as pl
 
 from assets.filtered_ideas.arena import arena_for, arena_metadata, arena_order, with_ratings
-from assets.filtered_ideas.filtering import filter_ideas
+from assets.filtered_ideas.filtering import dropped_by_filters, fill_round
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
-from assets.ideas.generation import BANK_VERDICTS, read_history
+from assets.ideas.generation import BANK_VERDICTS, prompt_inputs, propose_more, read_history
+from assets.round_reference.reference import reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset, round_key_of
@@ -21,10 +23,12 @@ from schemas.records import FilteredIdea, Idea
 @round_asset(
     "filter_recorded", "similarity in [-1, 1] for every idea; kept ideas are independent",
     "Every idea with its max similarity to the idea bank (Algorithm 1) and its novelty verdict, "
-    "with the literature queries and compared papers as evidence.",
+    "with the literature queries and compared papers as evidence; ideas asked for again when the "
+    "filters left the round short of its budget (refills) are filtered the same way.",
     topic_inputs=("topic_brief",),
 )
-def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, topic_brief: pl.DataFrame, llm: LLM,
+def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, papers: pl.DataFrame,
+                   paper_rankings: pl.DataFrame, topic_brief: pl.DataFrame, round_reference: pl.DataFrame, llm: LLM,
                    embedder: Embedder, literature: Literature, store: RecordStore):
     topic, round_key = round_key_of(context)
     captured = topic_of(topic_brief)
@@ -39,12 +43,23 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, topic
                              lambda q, k: literature.search(q, k, embedder, spec), llm,
                              rounds=cfg.novelty_rounds, k=cfg.novelty_papers, item=item.idea_id)
 
+    # a refill asks the ideas prompt again (the same head: task, the round's code, papers, history), told what
+    # this round kept and what the filters dropped and why
+    kept_papers, refs, effective = prompt_inputs(papers, paper_rankings, history)
+    code = reference_of(topic_brief, round_reference).code
+    head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, code)
+
+    def propose(missing: int, k: int, decided: list[FilteredIdea]):
+        return propose_more(llm, head, refs, effective, kept_papers, history, topic, round_key, missing, decided)
+
     with llm.track("filtered_ideas") as usage:
         arena = arena_for(items, spec, captured.code, llm, log=context.log.info)  # None unless ideation.arena
         items = arena_order(items, arena)  # best rated first: the filters spend the budget on them
-        out = filter_ideas(items, bank, embedder.encode, novelty, cfg.independence_threshold,
-                           keep_at_most=spec.budget.ideas_per_round, log=context.log.info)
-    out = with_ratings(out, arena)
+        filled = fill_round(items, bank, embedder.encode, novelty, cfg.independence_threshold,
+                            spec.budget.ideas_per_round, cfg.refills, propose, log=context.log.info)
+    for e in filled.refill_errors:
+        context.log.warning(f"idea refill failed: {e}")
+    out = with_ratings(filled.ideas, arena)  # refilled ideas were not in the arena: no rating
     df = to_frame(out, FilteredIdea)
     check = expectation_check("filter_recorded", df.with_columns(
         kept_is_independent=~pl.col("kept") | pl.col("independent")), [
@@ -53,11 +68,15 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, topic
     ], asset_key="filtered_ideas")
     return dg.MaterializeResult(value=df, check_results=[check], metadata={
         "kept": sum(o.kept for o in out), "dropped": sum(not o.kept for o in out), "bank_size": len(bank),
+        "budget": spec.budget.ideas_per_round, "proposals": filled.proposals, "refills": filled.proposals - 1,
+        "max_refills": cfg.refills, "ideas_proposed": len(out), "dropped_by_filters": len(dropped_by_filters(out)),
+        "refill_errors": "; ".join(filled.refill_errors),
         "bank": cfg.bank, "threshold": cfg.independence_threshold, "novelty_rounds": cfg.novelty_rounds,
         "novelty_undecided": sum(o.independent and o.novel is None and o.novelty_error is not None for o in out),
         "reads_partitions": dg.MetadataValue.json(history.read),
         "decisions": dg.MetadataValue.md(md_table([o.model_dump() for o in out],
-                                                  ["name", "source", "kept", "max_similarity", "nearest_bank_idea",
+                                                  ["name", "source", "proposal", "kept", "max_similarity",
+                                                   "nearest_bank_idea",
                                                    "novel", "novelty_closest_paper", "novelty_queries",
                                                    "drop_reason"])),
         **arena_metadata(arena, items), **usage_metadata(usage, by_idea=True), **topic_metadata(captured),

@@ -1,5 +1,8 @@
-"""The independence filter (Algorithm 1) and the novelty check over a round's ideas."""
-from collections.abc import Callable
+"""The independence filter (Algorithm 1) and the novelty check over a round's ideas, and the
+refill: when the filters leave the round short of its budget, more ideas are asked for (told
+what was dropped and why) and filtered the same way, a bounded number of times."""
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -7,26 +10,34 @@ from assets.filtered_ideas.novelty import NoveltyOutcome
 from assets.filtered_ideas.similarity import independence_filter
 from schemas.records import Feedback, FilteredIdea, Idea
 
+OVER_BUDGET = "over the round's budget"
+
 
 def filter_ideas(items: list[Idea], bank: list[Feedback], embed: Callable[[list[str]], np.ndarray],
                  novelty: Callable[[Idea], NoveltyOutcome], threshold: float = 0.8,
-                 keep_at_most: int | None = None, log: Callable[[str], None] = lambda _: None) -> list[FilteredIdea]:
+                 keep_at_most: int | None = None, log: Callable[[str], None] = lambda _: None,
+                 earlier: Sequence[FilteredIdea] = (), proposal: int = 0) -> list[FilteredIdea]:
     """Independence (Algorithm 1 over summary embeddings, bank = `bank`), then the novelty check
     for the independent ideas, in order, until `keep_at_most` are kept (the round's budget when
-    the brainstorm path doubled the candidates); every idea is recorded with its reason."""
+    the brainstorm path doubled the candidates); every idea is recorded with its reason.
+    `earlier`: this round's ideas already decided (a refill continues Algorithm 1 after them:
+    their independent ones are in the bank, their kept ones count against `keep_at_most`);
+    `proposal`: recorded on each idea (0: the ideas asset's proposals, k: the k-th refill)."""
     if not items:
         return []
     vecs = embed([i.summary for i in items])
-    bank_vecs = embed([b.summary for b in bank]) if bank else None
-    decisions = independence_filter(vecs, [i.idea_id for i in items], bank_vecs, [b.idea_id for b in bank], threshold)
+    before = [e for e in earlier if e.independent]  # Algorithm 1 adds every independent idea to the bank
+    entries = [(b.idea_id, b.summary) for b in bank] + [(e.idea_id, e.summary) for e in before]
+    bank_vecs = embed([s for _, s in entries]) if entries else None
+    decisions = independence_filter(vecs, [i.idea_id for i in items], bank_vecs, [i for i, _ in entries], threshold)
     out: list[FilteredIdea] = []
-    kept = 0
+    kept = sum(e.kept for e in earlier)
     for item, d in zip(items, decisions):
         nov, drop = NoveltyOutcome(novel=None), None
         if not d.independent:
             drop = f"too similar to {d.nearest} (cosine {d.max_similarity:.2f} >= {threshold})"
         elif keep_at_most is not None and kept >= keep_at_most:
-            drop = f"over the round's budget of {keep_at_most} ideas"
+            drop = f"{OVER_BUDGET} of {keep_at_most} ideas"
             nov.reason = "not checked: budget reached"
         else:
             nov = novelty(item)
@@ -41,6 +52,51 @@ def filter_ideas(items: list[Idea], bank: list[Feedback], embed: Callable[[list[
             novelty_queries=nov.queries, novelty_evidence=[p.paper_id for p in nov.papers],
             novelty_evidence_titles=[p.title for p in nov.papers],
             novelty_closest_paper=nov.closest.paper_id if nov.closest else None, novelty_error=nov.error,
-            kept=drop is None, drop_reason=drop))
+            kept=drop is None, drop_reason=drop, proposal=proposal))
         log(f"{item.name}: {'kept' if drop is None else drop}")
     return out
+
+
+@dataclass
+class Filled:
+    """A round's filtered ideas after its refills: every idea proposed, in order, with its decision."""
+    ideas: list[FilteredIdea]
+    proposals: int = 1          # generation calls whose ideas were filtered (1 = the ideas asset alone)
+    refill_errors: list[str] = field(default_factory=list)
+
+    @property
+    def kept(self) -> int:
+        return sum(i.kept for i in self.ideas)
+
+
+def dropped_by_filters(decided: Sequence[FilteredIdea]) -> list[FilteredIdea]:
+    """The ideas the filters dropped (near-duplicates, not novel); not those left over the budget."""
+    return [i for i in decided if not i.kept and not (i.drop_reason or "").startswith(OVER_BUDGET)]
+
+
+def fill_round(items: list[Idea], bank: list[Feedback], embed: Callable[[list[str]], np.ndarray],
+               novelty: Callable[[Idea], NoveltyOutcome], threshold: float, budget: int, refills: int,
+               propose: Callable[[int, int, list[FilteredIdea]], tuple[list[Idea], str | None]],
+               log: Callable[[str], None] = lambda _: None) -> Filled:
+    """filter_ideas on the ideas asset's proposals; then, while fewer than `budget` are kept and
+    fewer than `refills` extra calls were made, `propose(missing, k, decided)` (k = 1, 2, ...; it
+    returns new ideas and an error or None) asks for `missing` more ideas, told what `decided` holds,
+    and its ideas are filtered after the earlier ones (the same filters, continuing Algorithm 1).
+    A refill that brings no idea ends the refills."""
+    out = filter_ideas(items, bank, embed, novelty, threshold, keep_at_most=budget, log=log)
+    filled = Filled(out)
+    for k in range(1, refills + 1):
+        missing = budget - filled.kept
+        if missing <= 0:
+            break
+        log(f"{filled.kept} of {budget} ideas kept after {filled.proposals} proposal(s): asking for {missing} more "
+            f"(refill {k} of at most {refills})")
+        new, error = propose(missing, k, list(filled.ideas))
+        filled.proposals += 1
+        if error:
+            filled.refill_errors.append(f"refill {k}: {error}")
+        if not new:
+            break
+        filled.ideas += filter_ideas(new, bank, embed, novelty, threshold, keep_at_most=budget, log=log,
+                                     earlier=filled.ideas, proposal=k)
+    return filled

@@ -3,7 +3,7 @@ import dagster as dg
 import polars as pl
 
 from assets.ideas import prompts as idea_prompts
-from assets.ideas.generation import drafts_to_ideas, merge_paths, read_history
+from assets.ideas.generation import drafts_to_ideas, merge_paths, prompt_inputs, read_history
 from assets.round_reference.reference import reference_metadata, reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
@@ -11,9 +11,9 @@ from assets.shared.partitions import round_asset, round_key_of
 from assets.shared.topics import topic_of
 from resources.llm import LLM
 from resources.store import RecordStore
-from schemas.frames import from_frame, to_frame
+from schemas.frames import to_frame
 from schemas.llm_outputs import IdeaList
-from schemas.records import Idea, PaperScore
+from schemas.records import Idea
 
 
 @round_asset(
@@ -29,11 +29,8 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     rt = reference_of(topic_brief, round_reference)  # the code the round works on (the best so far, or the original)
     spec = captured.spec
     n = spec.budget.ideas_per_round
-    kept = [s for s in from_frame(paper_rankings, PaperScore) if s.kept]
     history = read_history(store, topic, round_key)
-    abstracts = dict(zip(papers["paper_id"].to_list(), papers["abstract"].to_list()))
-    refs = [(i, p.title, abstracts.get(p.paper_id, "")[:300]) for i, p in enumerate(kept, 1)]
-    effective = [f"{f.name}: {f.title} ({f.reason})" for f in history.effective]
+    kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
     head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, rt.code)
     taken = set(history.names)
     errors = {}

@@ -61,6 +61,38 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
     return h
 
 
+def prompt_inputs(papers, paper_rankings, history: History) -> tuple[list[PaperScore], list[tuple[int, str, str]],
+                                                                    list[str]]:
+    """What an idea prompt shows besides the task and the code: the kept papers, their numbered
+    references (title + the start of the abstract) and the earlier effective ideas."""
+    kept = [s for s in from_frame(paper_rankings, PaperScore) if s.kept]
+    abstracts = dict(zip(papers["paper_id"].to_list(), papers["abstract"].to_list()))
+    refs = [(i, p.title, abstracts.get(p.paper_id, "")[:300]) for i, p in enumerate(kept, 1)]
+    effective = [f"{f.name}: {f.title} ({f.reason})" for f in history.effective]
+    return kept, refs, effective
+
+
+def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: list[str],
+                 kept_papers: list[PaperScore], history: History, topic: str, round_key: str, missing: int,
+                 decided: Sequence[FilteredIdea]) -> tuple[list[Idea], str | None]:
+    """A refill: `missing` more ideas for the round, the model told which of this round's ideas
+    are kept and which were dropped and why (assets/ideas/prompts.py `refill`). Returns the new
+    ideas (names unique against earlier rounds and this one) and the error of a failed call."""
+    from assets.ideas import prompts
+    from schemas.llm_outputs import IdeaList
+
+    kept = [f"{i.name}: {i.title}" for i in decided if i.kept]
+    dropped = [f"{i.name}: {i.summary} (dropped: {i.drop_reason})" for i in decided
+               if not i.kept and i.drop_reason and not i.drop_reason.startswith("over the round's budget")]
+    res = llm.complete(prompts.refill(*head, refs, history.tried, effective, missing, kept, dropped,
+                                      analysis=history.analysis),
+                       stage="ideas", schema=IdeaList, max_tokens=350 * missing + 100)
+    if not res.ok:
+        return [], res.error
+    taken = set(history.names) | {i.name for i in decided}
+    return drafts_to_ideas(res.value.ideas[:missing], topic, round_key, kept_papers, history, taken=taken), None
+
+
 def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: list[PaperScore], history: History,
                     source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
     """LLM drafts -> Idea records: names made unique against `taken` (default: the topic's

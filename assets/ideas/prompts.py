@@ -53,3 +53,24 @@ def brainstorm(title: str, description: str, metric: str, goal: str, code: str,
             "of the task and of this code: what limits the metric here, and what would lift it? "
             + FIELDS.format(refs="leave it empty"))},
     ]
+
+
+def refill(title: str, description: str, metric: str, goal: str, code: str, papers: list[tuple[int, str, str]],
+           earlier: list[str], effective: list[str], n: int, kept: list[str], dropped: list[str],
+           analysis: str = "") -> list[dict]:
+    """More ideas for a round whose filters left it short: `generate`'s request (same prefix, so
+    the server reuses its cache) with this round's kept ideas and the dropped ones with why."""
+    so_far = "\n".join(f"- {k}" for k in kept) or "(none)"
+    gone = "\n".join(f"- {d}" for d in dropped) or "(none)"
+    msgs = generate(title, description, metric, goal, code, papers, earlier, effective, n, analysis=analysis)
+    ask = msgs[-1]["content"]
+    cut = ask.index(f"Propose {n} different ideas")
+    msgs[-1] = {"role": "user", "content": (
+        ask[:cut]
+        + f"This round already keeps these ideas:\n{so_far}\n\n"
+        + "These ideas of this round were dropped by the filters, with the reason (a near-copy of an "
+          "idea tried before, or already published); do not propose them again or anything close to them:\n"
+        + f"{gone}\n\n"
+        + "Each new idea must change a different part of the code or use a different mechanism than "
+          "the ideas listed above. " + ask[cut:])}
+    return msgs
