@@ -98,7 +98,9 @@ def link_problems(rec: dict[str, list], topic: str, round_key: str, baseline: fl
         if r.status == "success" and r.attempts and len(r.seed_values) <= 1 and r.metric_value is not None \
                 and abs(r.attempts[-1].metrics.get(metric, math.nan) - r.metric_value) > EPS:
             out.append(f"{r.idea_id}: metric {r.metric_value} is not what its last attempt measured")
-        if r.status == "success" and r.n_attempts == 1 and p is not None and r.final_code != p.code:
+        # the run stage may choose any viable draft of the patch (assets/run_results/screening.py)
+        drafted = {p.code} | {d.code for d in p.drafts if d.status == "ok"} if p is not None else set()
+        if r.status == "success" and r.n_attempts == 1 and p is not None and r.final_code not in drafted:
             out.append(f"{r.idea_id}: ran once without repair, yet its code is not the patched file")
     sign = 1.0 if goal == "maximize" else -1.0
     for f in fb:
