@@ -1,0 +1,446 @@
+"""Does the loop find improvements? (issue 14, "Done when"): the real loop on every shipped topic
+for a few rounds, then what its records say, round by round.
+
+For each topic (default: every folder of experiments/ with a topic.yaml) `researchloop run
+--topic T --rounds N` (the CLI's driver: the set-up job, then one research_round job per round,
+the sensors' jobs and stop rules) runs in a subprocess on a fresh DAGSTER_HOME under the working
+folder, with the LLM the environment names (default: the local model, RESEARCHLOOP_LOCAL_MODEL)
+and RESEARCHLOOP_TIMING_LOG set, so every LLM call and every sandboxed run logs its time
+(resources/timing_log.py). Then the records are read back through the RecordStore and the
+Dagster instance, and per topic and round the bench writes:
+
+- ideas proposed (the ideas asset's and the refills', assets/filtered_ideas) and kept, against
+  the round's budget (`budget.ideas_per_round`): did the round test its full budget;
+- ideas implemented (patch status ok; a patch that changes nothing, dead code included, is a
+  no-op) and the share of no-op patches; ideas that ran (a metric);
+- verified improvements: verdicts `improvement` by the rule of assets/feedback_summary/verdicts.py
+  (against the round's reference code) and how many are improvements against the original baseline;
+- the round's best idea against the baseline with the 95% interval of the difference, and the
+  best-so-far code after the round (assets/best_code) with its interval over seeds;
+- LLM tokens per idea (the round's tokens over its kept ideas), wall time per idea, and the
+  round's wall time split into time inside LLM calls, inside experiments and the rest
+  (orchestration overhead: wall time not covered by either).
+
+The raw record (default bench/records/effectiveness.json) holds every round's ideas, plans,
+patch drafts (diffs), runs (attempts), verdicts and best code (without the code) with their ids,
+the table rows, date, machine, model and whether each topic is held-out. It is written after
+each topic (`complete: false` until all are done). The Markdown section "effectiveness" of
+bench/RESULTS.md is rendered from the record (only when the record is the default one).
+
+    .venv/bin/python -m bench.effectiveness_bench [--topics a,b] [--rounds 3] [--out FILE] [--work DIR]
+    make bench-effectiveness                                  # the same, with the local model
+    FROM_RECORD=1 .venv/bin/python -m bench.effectiveness_bench   # re-render the section only
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import RECORDS, RESULTS, ROOT, machine, provenance, today, write_section
+
+SCRIPT = "bench/effectiveness_bench.py"
+RECORD = "effectiveness"
+SECTION = "effectiveness"
+NO_OP_GOAL = 0.20        # issue 14: no-op patches <= 20%
+OVERHEAD_GOAL = 0.05     # issue 14: orchestration overhead <= 5% of a round
+DIFF_CHARS = 4000        # a diff kept in the record is cut to this
+
+# Whether a topic is held-out for this benchmark: nothing the loop does was tuned on it. Decided
+# from the project's history (git log), conservatively; a topic not listed is held-out.
+IN_SAMPLE = {
+    "pointcloud_classification": "the development topic: prompts, defaults and the loop and no-op benches were "
+                                 "tuned on it",
+    "image_classification": "the dead-code check was built on its patch shapes and its screen run was tuned",
+    "diabetes_regression": "the issue's own trial of the loop on a tabular regression task shaped the changes "
+                           "measured here",
+}
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+def shipped_topics(root: Path | None = None) -> list[str]:
+    """The topic folders (with a topic.yaml) of the experiments root, sorted."""
+    from resources.paths import experiments_root
+
+    root = root or experiments_root()
+    return sorted(p.parent.name for p in root.glob("*/topic.yaml"))
+
+
+def fresh_home(work: Path) -> Path:
+    """A new DAGSTER_HOME under `work` with the repository's instance config."""
+    home = work / "dagster_home"
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    return home
+
+
+def run_topic(topic: str, rounds: int, work: Path, env: dict[str, str], parallel: int, timeout_s: float) -> dict:
+    """`researchloop run` for one topic in a subprocess; its exit status, output tail and timings."""
+    timings = work / f"{topic}.timings.json"
+    cmd = [sys.executable, "-m", "pipelines.cli", "run", "--topic", topic, "--rounds", str(rounds),
+           "--timings", str(timings)] + (["--parallel", str(parallel)] if parallel else [])
+    t0 = time.monotonic()
+    log = work / f"{topic}.cli.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:  # the CLI and the step processes it started
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            rc = None
+    return {"topic": topic, "exit_code": rc, "timed_out": rc is None, "wall_s": round(time.monotonic() - t0, 1),
+            "cli_log": str(log), "output_tail": log.read_text()[-3000:],
+            "timings": json.loads(timings.read_text()) if timings.exists() else None}
+
+
+# -- reading the records ---------------------------------------------------------------------------
+
+def _cut(text: str | None, n: int = DIFF_CHARS) -> str:
+    text = text or ""
+    return text if len(text) <= n else text[:n] + f"\n... ({len(text) - n} more characters)"
+
+
+def _r(v, nd: int = 6):
+    return None if v is None else round(float(v), nd)
+
+
+def _better(a: float, b: float, goal: str) -> bool:
+    return a > b if goal == "maximize" else a < b
+
+
+def read_round(store, topic: str, rk: str) -> dict:
+    """A round's stored records (lists of pydantic records; empty where a stage stored nothing)."""
+    from schemas.frames import from_frame
+    from schemas.records import BestCode, ExperimentPlan, Feedback, FilteredIdea, Patch, RunResult
+
+    def rows(asset, model):
+        df = store.read(asset, topic, rk)
+        return [] if df is None else from_frame(df, model)
+
+    return {"ideas": rows("filtered_ideas", FilteredIdea), "plans": rows("experiment_plans", ExperimentPlan),
+            "patches": rows("patched_code", Patch), "runs": rows("run_results", RunResult),
+            "feedback": rows("feedback_summary", Feedback), "best": rows("best_code", BestCode)}
+
+
+def round_timing(spans: list[dict], lo: float, hi: float) -> dict:
+    """The round's wall time [lo, hi] split by the timing log: seconds covered by LLM calls, by
+    sandboxed runs, by either (overlaps count once), and the rest (the orchestration overhead)."""
+    from resources.timing_log import EXPERIMENT, LLM, covered_seconds
+
+    inside = [s for s in spans if s["start"] < hi and s["start"] + s["seconds"] > lo]
+    llm = [s for s in inside if s["kind"] == LLM]
+    exp = [s for s in inside if s["kind"] == EXPERIMENT]
+    wall = hi - lo
+    busy = covered_seconds(llm + exp, lo, hi)
+    return {"wall_s": round(wall, 1), "llm_s": round(covered_seconds(llm, lo, hi), 1),
+            "experiment_s": round(covered_seconds(exp, lo, hi), 1), "llm_calls_logged": len(llm),
+            "llm_calls_cached": sum(bool(s.get("cached")) for s in llm), "experiment_runs_logged": len(exp),
+            "overhead_s": round(wall - busy, 1), "overhead_share": round((wall - busy) / wall, 4) if wall > 0 else None,
+            "_spans": inside}
+
+
+def idea_seconds(spans: list[dict], topic: str, rk: str, idea_id: str, name: str) -> dict:
+    """An idea's own time: its LLM calls (those made for it) and its sandboxed runs (its workspace)."""
+    from resources.timing_log import EXPERIMENT, LLM
+
+    mark = f"/workspaces/{topic}/{rk}/{name}/"
+    return {"llm_s": round(sum(s["seconds"] for s in spans if s["kind"] == LLM and s.get("item") == idea_id), 1),
+            "experiment_s": round(sum(s["seconds"] for s in spans if s["kind"] == EXPERIMENT
+                                      and (str(s.get("workdir", "")) + "/").find(mark) >= 0), 1)}
+
+
+def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, usage: dict | None = None,
+                    timing: dict | None = None, proposals: int | None = None) -> tuple[dict, dict]:
+    """(the table row, the raw summary with ids) of one round from its records (read_round), its
+    LLM usage (assets/shared/metadata.round_usage), its timing (round_timing) and the number of
+    idea proposals (the filtered_ideas metadata; default: counted from the records)."""
+    ideas, patches, runs, fb = recs["ideas"], recs["patches"], recs["runs"], recs["feedback"]
+    kept = [i for i in ideas if i.kept]
+    n_props = proposals if proposals is not None else 1 + max((i.proposal for i in ideas), default=0)
+    no_op = [p for p in patches if p.status == "no_op"]
+    drafts = [d for p in patches for d in p.drafts]
+    with_metric = [f for f in fb if f.metric_value is not None]
+    best_idea = None
+    for f in with_metric:
+        if best_idea is None or _better(f.metric_value, best_idea.metric_value, goal):
+            best_idea = f
+    best = recs["best"][0] if recs["best"] else None
+    tokens = int(usage["prompt_tokens"] + usage["completion_tokens"]) if usage else sum(
+        f.tokens + f.shared_tokens for f in fb)
+    timing = {k: v for k, v in (timing or {}).items() if not k.startswith("_")}
+    n_kept = len(kept)
+    row = {
+        "topic": topic, "round": rk, "budget": budget,
+        "proposed": len(ideas), "proposed_refill": sum(i.proposal > 0 for i in ideas), "proposals": n_props,
+        "kept": n_kept, "kept_refill": sum(i.kept and i.proposal > 0 for i in ideas),
+        "patches": len(patches), "implemented": sum(p.status == "ok" for p in patches), "no_op": len(no_op),
+        "no_op_dead_code": sum("never runs" in (p.reason or "") for p in no_op),
+        "no_op_share": round(len(no_op) / len(patches), 4) if patches else None,
+        "drafts": len(drafts), "drafts_no_op": sum(d.status == "no_op" for d in drafts),
+        "ran": sum(r.status == "success" for r in runs), "run_failed": sum(r.status == "failed" for r in runs),
+        "verdicts": {v: sum(f.verdict == v for f in fb) for v in ("improvement", "maintenance", "decline", "failed")},
+        "verified_improvements": sum(f.verdict == "improvement" for f in fb),
+        "improvements_vs_baseline": sum(f.baseline_verdict == "improvement" for f in fb),
+        "reference": fb[0].reference if fb else None,
+        "full_budget": n_kept >= budget and len(fb) >= budget,
+        "baseline": _r(fb[0].baseline_value) if fb else None,
+        "best_idea": None if best_idea is None else best_idea.idea_id,
+        "best_idea_value": None if best_idea is None else _r(best_idea.metric_value),
+        "best_idea_delta": None if best_idea is None else _r(best_idea.baseline_delta),
+        "best_idea_ci": None if best_idea is None or best_idea.baseline_ci_low is None else
+        [_r(best_idea.baseline_ci_low), _r(best_idea.baseline_ci_high)],
+        "best_idea_verdict_vs_baseline": None if best_idea is None else best_idea.baseline_verdict,
+        "best_so_far": None if best is None else best.source,
+        "best_so_far_value": None if best is None else _r(best.metric_value),
+        "best_so_far_ci": None if best is None or best.ci_low is None else [_r(best.ci_low), _r(best.ci_high)],
+        "best_so_far_improved": None if best is None else best.improved,
+        "tokens": tokens, "tokens_per_idea": round(tokens / n_kept) if n_kept else None,
+        "llm_calls": int(usage["llm_calls"]) if usage else sum(f.llm_calls for f in fb),
+        **timing,
+        "wall_s_per_idea": round(timing["wall_s"] / n_kept, 1) if timing.get("wall_s") and n_kept else None,
+    }
+    raw = {
+        "topic": topic, "round": rk,
+        "ideas": [{"idea_id": i.idea_id, "title": i.title, "experiment": i.experiment, "source": i.source,
+                   "proposal": i.proposal, "kept": i.kept, "drop_reason": i.drop_reason,
+                   "max_similarity": _r(i.max_similarity, 4), "novel": i.novel} for i in ideas],
+        "plans": [{"idea_id": p.idea_id, "changes": p.changes, "location": p.location, "functions": p.functions,
+                   "error": p.error} for p in recs["plans"]],
+        "patches": [{"idea_id": p.idea_id, "status": p.status, "reason": p.reason, "edit_format": p.edit_format,
+                     "diff": _cut(p.diff),
+                     "drafts": [{"index": d.index, "status": d.status, "reason": d.reason, "how": d.how,
+                                 "edit_format": d.edit_format, "imports_ok": d.imports_ok,
+                                 "duplicate_of": d.duplicate_of, "diff": _cut(d.diff)} for d in p.drafts]}
+                    for p in patches],
+        "runs": [{"idea_id": r.idea_id, "status": r.status, "reason": r.reason, "draft": r.draft, "rule": r.rule,
+                  "metric_value": _r(r.metric_value), "seed_values": [_r(v) for v in r.seed_values],
+                  "n_attempts": r.n_attempts,
+                  "drafts": [d.model_dump() for d in r.drafts],
+                  "attempts": [{"attempt": a.attempt, "duration_s": a.duration_s, "exit_code": a.exit_code,
+                                "error": a.error, "fix_status": a.fix_status, "fix_source": a.fix_source,
+                                "outcome": a.outcome, "parent": a.parent} for a in r.attempts]} for r in runs],
+        "verdicts": [{"idea_id": f.idea_id, "verdict": f.verdict, "reason": f.reason, "reference": f.reference,
+                      "metric_value": _r(f.metric_value), "delta": _r(f.delta), "ci": [_r(f.ci_low), _r(f.ci_high)],
+                      "p_value": _r(f.p_value), "n_seeds": f.n_seeds, "test": f.test,
+                      "baseline_value": _r(f.baseline_value), "baseline_verdict": f.baseline_verdict,
+                      "baseline_delta": _r(f.baseline_delta), "baseline_ci": [_r(f.baseline_ci_low),
+                                                                               _r(f.baseline_ci_high)],
+                      "best_source": f.best_source, "best_verdict": f.best_verdict,
+                      "tokens": f.tokens, "shared_tokens": f.shared_tokens} for f in fb],
+        "best_code": None if best is None else best.model_dump(exclude={"code"}),
+    }
+    return row, raw
+
+
+def topic_goals(rows: list[dict], rounds: int) -> dict:
+    """The issue's goals over a topic's rounds."""
+    patches = sum(r["patches"] for r in rows)
+    no_op = sum(r["no_op"] for r in rows)
+    shares = [r["overhead_share"] for r in rows if r.get("overhead_share") is not None]
+    return {"rounds_done": len(rows), "rounds_asked": rounds,
+            "verified_improvements": sum(r["verified_improvements"] for r in rows),
+            "improvement_reached": any(r["verified_improvements"] for r in rows),
+            "no_op_share": round(no_op / patches, 4) if patches else None,
+            "no_op_goal_met": patches > 0 and no_op / patches <= NO_OP_GOAL,
+            "full_budget_every_round": len(rows) == rounds and all(r["full_budget"] for r in rows),
+            "max_overhead_share": max(shares) if shares else None,
+            "overhead_goal_met": bool(shares) and max(shares) <= OVERHEAD_GOAL}
+
+
+def summarise_topic(topic: str, rounds: int, store, instance=None, run: dict | None = None,
+                    spans: list[dict] | None = None) -> dict:
+    """Every stored round of a topic summarised (rows + raw), with the goals and the CLI run."""
+    from assets import ROUND_ASSETS
+    from assets.shared.metadata import round_usage
+    from assets.shared.partitions import multi_key
+    from assets.shared.topics import topic_of
+
+    brief = store.read("topic_brief", topic)
+    spec = topic_of(brief).spec if brief is not None else None
+    goal = spec.metric.goal if spec else "maximize"
+    budget = spec.budget.ideas_per_round if spec else 0
+    stages = [a.key.to_user_string() for a in ROUND_ASSETS]
+    run_ids = {r["round"]: r["run_id"] for r in ((run or {}).get("timings") or {}).get("rounds", [])}
+    rows, raws = [], []
+    for rk in store.rounds("feedback_summary", topic):
+        pk = str(multi_key(topic, rk))
+        usage = timing = proposals = None
+        if instance is not None:
+            usage = round_usage(instance, pk, stages)
+            proposals = filter_proposals(instance, pk)
+            rec = instance.get_run_record_by_id(run_ids[rk]) if rk in run_ids else None
+            if rec is not None and rec.end_time and spans is not None:
+                created = rec.create_timestamp
+                created = created if created.tzinfo else created.replace(tzinfo=dt.UTC)  # stored as UTC
+                timing = round_timing(spans, min(created.timestamp(), rec.start_time or rec.end_time), rec.end_time)
+        recs = read_round(store, topic, rk)
+        row, raw = summarise_round(recs, topic=topic, rk=rk, goal=goal, budget=budget, usage=usage, timing=timing,
+                                   proposals=proposals)
+        if timing is not None:
+            names = {i.idea_id: i.name for i in recs["ideas"]}
+            raw["idea_seconds"] = {f.idea_id: idea_seconds(timing["_spans"], topic, rk, f.idea_id, names[f.idea_id])
+                                   for f in recs["feedback"] if f.idea_id in names}
+        rows.append(row)
+        raws.append(raw)
+    return {"topic": topic, "held_out": topic not in IN_SAMPLE, "in_sample_because": IN_SAMPLE.get(topic, ""),
+            "metric": spec.metric.name if spec else None, "goal": goal, "budget": budget,
+            "reference_mode": spec.reference if spec else None,
+            "run": {k: v for k, v in (run or {}).items() if k != "timings"},
+            "stop_reason": ((run or {}).get("timings") or {}).get("stop_reason"),
+            "rows": rows, "rounds": raws, "goals": topic_goals(rows, rounds)}
+
+
+def filter_proposals(instance, partition_key: str) -> int | None:
+    """How many idea proposals filtered_ideas made (its metadata `proposals`: 1 + refills)."""
+    from assets.shared.metadata import _latest_metadata
+
+    for meta in _latest_metadata(instance, partition_key, ["filtered_ideas"]):
+        v = meta.get("proposals")
+        return int(v.value) if v is not None else None
+    return None
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+def _f(v, fmt: str = "{:.4f}") -> str:
+    return "" if v is None else fmt.format(v)
+
+
+def _ci(ci) -> str:
+    return "" if not ci or ci[0] is None else f" [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+
+
+def render(rec: dict) -> str:
+    """The section "effectiveness" of bench/RESULTS.md from the record."""
+    sample = "; ".join(f"{t['topic']}: {'held-out' if t['held_out'] else 'in-sample (' + t['in_sample_because'] + ')'}"
+                       for t in rec["topics"])
+    table = ["| topic | round | proposed (refill) | kept / budget | implemented | no-op | ran | verified improvements "
+             "(vs baseline) | best idea vs baseline [95% CI] | best so far [95% CI] | tokens per idea | "
+             "wall s per idea | round wall s | in LLM s | in experiments s | overhead s (share) |",
+             "|---" * 16 + "|"]
+    for t in rec["topics"]:
+        for r in t["rows"]:
+            best = ("" if r["best_idea"] is None else
+                    f"{_f(r['best_idea_value'])} vs {_f(r['baseline'])}: {_f(r['best_idea_delta'], '{:+.4f}')}"
+                    f"{_ci(r['best_idea_ci'])}")
+            so_far = ("" if r["best_so_far"] is None else
+                      f"{_f(r['best_so_far_value'])}{_ci_abs(r['best_so_far_ci'])} ({r['best_so_far'].split('/')[-1]})")
+            over = "" if r.get("overhead_s") is None else f"{r['overhead_s']:.0f} ({r['overhead_share']:.0%})"
+            table.append(
+                f"| {t['topic']} | {r['round']} | {r['proposed']} ({r['proposed_refill']}) | {r['kept']} / "
+                f"{r['budget']}{'' if r['full_budget'] else ' (short)'} | {r['implemented']} | {r['no_op']} | "
+                f"{r['ran']} | {r['verified_improvements']} ({r['improvements_vs_baseline']}) | {best} | {so_far} | "
+                f"{_f(r['tokens_per_idea'], '{:d}')} | {_f(r.get('wall_s_per_idea'), '{:.0f}')} | "
+                f"{_f(r.get('wall_s'), '{:.0f}')} | {_f(r.get('llm_s'), '{:.0f}')} | "
+                f"{_f(r.get('experiment_s'), '{:.0f}')} | {over} |")
+    goals = ["| topic | rounds | verified improvements | >= 1 within the rounds | no-op share (goal <= 20%) | "
+             "every round tested its budget | max overhead share (goal <= 5%) | CLI exit |", "|---" * 8 + "|"]
+    for t in rec["topics"]:
+        g = t["goals"]
+        goals.append(f"| {t['topic']} | {g['rounds_done']}/{g['rounds_asked']} | {g['verified_improvements']} | "
+                     f"{'yes' if g['improvement_reached'] else 'no'} | {_f(g['no_op_share'], '{:.0%}')} | "
+                     f"{'yes' if g['full_budget_every_round'] else 'no'} | {_f(g['max_overhead_share'], '{:.0%}')} | "
+                     f"{t['run'].get('exit_code')} |")
+    return "\n".join([
+        "## Effectiveness: does the loop find improvements (issue 14)",
+        "",
+        provenance(SCRIPT, f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}", sample),
+        "",
+        (f"`researchloop run` ({rec['rounds']} rounds per topic) on a fresh DAGSTER_HOME, model `{rec['model']}`"
+         f"{'' if rec.get('complete') else '; INCOMPLETE: not every topic finished'}. Verified improvements: "
+         "verdict `improvement` by the seed test of assets/feedback_summary/verdicts.py against the round's "
+         "reference code (in brackets: against the original baseline). Implemented: patch status ok (a patch "
+         "that changes nothing, dead code included, is a no-op). Tokens per idea: the round's LLM tokens over "
+         "its kept ideas. Overhead: round wall time covered neither by an LLM call nor by a sandboxed run "
+         "(resources/timing_log.py)."),
+        "",
+        *table,
+        "",
+        *goals,
+    ])
+
+
+def _ci_abs(ci) -> str:
+    return "" if not ci or ci[0] is None else f" [{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--topics", default="", help="comma-separated topic names (default: every shipped topic)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=str(RECORDS / f"{RECORD}.json"), help="the raw record")
+    ap.add_argument("--work", default="", help="working folder (default: a new temporary one, kept for inspection)")
+    ap.add_argument("--parallel", type=int, default=0, help="passed to researchloop run (default: its own)")
+    ap.add_argument("--hours", type=float, default=6.0, help="give up on a topic after this long")
+    ap.add_argument("--results", default="", help="the RESULTS.md to write the section into (default: "
+                    "bench/RESULTS.md when --out is the default record, else none)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    default_out = out.resolve() == (RECORDS / f"{RECORD}.json").resolve()
+    results = Path(args.results) if args.results else (RESULTS if default_out else None)
+    if os.environ.get("FROM_RECORD") == "1":
+        rec = json.loads(out.read_text())
+    else:
+        rec = measure(args, out)
+    body = render(rec)
+    print(body)
+    if results is not None:
+        write_section(SECTION, body, results)
+    return 0 if rec.get("complete") else 1
+
+
+def measure(args, out: Path) -> dict:
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_effectiveness_"))
+    work.mkdir(parents=True, exist_ok=True)
+    home = fresh_home(work)
+    topics = [t for t in args.topics.split(",") if t] or shipped_topics()
+    log_file = work / "timing.jsonl"
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1", "RESEARCHLOOP_TIMING_LOG": str(log_file)}
+    os.environ["DAGSTER_HOME"] = str(home)  # the instance and the record store read below
+    print(f"working in {work}; topics: {', '.join(topics)}", flush=True)
+    import dagster as dg
+
+    from resources.store import RecordStore
+    from resources.timing_log import read_spans
+
+    rec = {"script": SCRIPT, "date": today(), "machine": f"2-core shared VM: {machine()}", "rounds": args.rounds,
+           "model": "", "work": str(work), "complete": False, "topics": []}
+    t_all = time.monotonic()
+    for topic in topics:
+        print(f"[{(time.monotonic() - t_all) / 60:5.1f} min] {topic}: researchloop run --rounds {args.rounds}",
+              flush=True)
+        run = run_topic(topic, args.rounds, work, env, args.parallel, args.hours * 3600)
+        rec["model"] = rec["model"] or ((run["timings"] or {}).get("model") or "")
+        instance = dg.DagsterInstance.get()
+        summary = summarise_topic(topic, args.rounds, RecordStore(root=str(home / "records")), instance, run,
+                                  read_spans(log_file))
+        rec["topics"].append(summary)
+        rec["wall_s"] = round(time.monotonic() - t_all, 1)
+        rec["complete"] = len(rec["topics"]) == len(topics) and all(
+            t["goals"]["rounds_done"] == args.rounds for t in rec["topics"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rec, indent=1, default=str) + "\n")  # after each topic
+        print(f"  exit {run['exit_code']} in {run['wall_s']:.0f} s; rounds: "
+              + ", ".join(f"{r['round']} {r['verified_improvements']} improvement(s), {r['kept']} kept"
+                          for r in summary["rows"]) + f" -> {out}", flush=True)
+    return rec
+
+
+if __name__ == "__main__":
+    sys.exit(main())
