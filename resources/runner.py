@@ -920,14 +920,25 @@ class Runner(dg.ConfigurableResource):
             env: dict[str, str] | None = None, memory_mb: int | None = None,
             hide: Sequence[Path | str] = ()) -> ProcessResult:
         """memory_mb overrides the resource's limit for this run (e.g. a topic's budget); `hide`
-        adds dirs to the default hidden ones (e.g. a topic folder holding a scorer's labels)."""
+        adds dirs to the default hidden ones (e.g. a topic folder holding a scorer's labels).
+        With RESEARCHLOOP_BACKEND=ray (read at each run) the attempt runs as a Ray task under the same
+        sandbox on a worker, its workspace changes and logs brought back (resources/ray_backend.py)."""
         t0 = time.time()
-        res = run_sandboxed(list(command), Path(workdir), timeout_s=timeout_s,
-                            memory_mb=memory_mb or self.memory_mb, max_procs=self.max_procs,
-                            max_file_mb=self.max_file_mb, env=env, sandbox=self.sandboxed(),
-                            limit_address_space=self.limit_address_space,
-                            disk_mb=self.disk_mb, disk_files=self.disk_files,
-                            hide=[*default_hidden_paths(), *hide] if hide else None)
+        if settings().backend == "ray":
+            from resources.ray_backend import run_on_ray
+
+            res = run_on_ray(list(command), Path(workdir), timeout_s=timeout_s, memory_mb=memory_mb or self.memory_mb,
+                             env=env, hide=hide, limit_address_space=self.limit_address_space,
+                             limits={"max_procs": self.max_procs, "max_file_mb": self.max_file_mb,
+                                     "sandbox": self.sandboxed(), "disk_mb": self.disk_mb,
+                                     "disk_files": self.disk_files})
+        else:
+            res = run_sandboxed(list(command), Path(workdir), timeout_s=timeout_s,
+                                memory_mb=memory_mb or self.memory_mb, max_procs=self.max_procs,
+                                max_file_mb=self.max_file_mb, env=env, sandbox=self.sandboxed(),
+                                limit_address_space=self.limit_address_space,
+                                disk_mb=self.disk_mb, disk_files=self.disk_files,
+                                hide=[*default_hidden_paths(), *hide] if hide else None)
         # RESEARCHLOOP_TIMING_LOG (resources/timing_log.py): the run's time, for the effectiveness bench
         log_span(SPAN_EXPERIMENT, time.time() - t0, workdir=str(workdir), exit_code=res.exit_code)
         return res

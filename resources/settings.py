@@ -70,6 +70,22 @@ class Settings(BaseSettings):
     sandbox_ro: str = Field("", description="RESEARCHLOOP_SANDBOX_RO: extra host folders the sandbox may "
                             "read (os.pathsep-separated); read by resources/runner.py")
 
+    # -- the Ray experiment backend (resources/ray_backend.py; Ray itself reads RAY_ADDRESS) ---------
+    backend: str = Field("local", pattern="^(local|ray)$", description="RESEARCHLOOP_BACKEND: local (a sandboxed "
+                         "subprocess in the step) | ray (each attempt a Ray task, same sandbox on the worker)")
+    ray_cpus: float = Field(1.0, ge=0, description="RESEARCHLOOP_RAY_CPUS: CPUs one attempt asks Ray for")
+    ray_gpus: float = Field(0.0, ge=0, description="RESEARCHLOOP_RAY_GPUS: GPUs one attempt asks Ray for")
+    ray_resources: str = Field("", description="RESEARCHLOOP_RAY_RESOURCES: custom Ray resources one attempt "
+                               "asks for, e.g. 'gpu_slot=1,a100=1'")
+    ray_retries: int = Field(2, ge=0, description="RESEARCHLOOP_RAY_RETRIES: re-runs of an attempt whose "
+                             "worker was lost (Ray's max_retries)")
+    ray_wait_s: float = Field(3600.0, gt=0, description="RESEARCHLOOP_RAY_WAIT_S: how long an attempt may "
+                              "queue for a worker, on top of its run time, before it fails")
+    ray_return_mb: int = Field(64, ge=1, description="RESEARCHLOOP_RAY_RETURN_MB: the most file bytes one "
+                               "attempt sends back (changed and new files; logs are tail-capped apart)")
+    ray_scratch: str = Field("", description="RESEARCHLOOP_RAY_SCRATCH: where a worker unpacks workspaces "
+                             "(read on the worker); empty: its temp folder")
+
     # -- storage and UI ------------------------------------------------------------------------
     mlflow_tracking_uri: str = Field("", validation_alias=AliasChoices("MLFLOW_TRACKING_URI"),
                                      description="empty: sqlite:///$DAGSTER_HOME/mlflow/mlflow.db")
