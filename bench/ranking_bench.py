@@ -115,6 +115,30 @@ def choose(ids: list[str], relevant: dict[str, bool], n: int) -> list[str]:
     return [i for i in ids if i in picked]
 
 
+def plain_brief(entry: dict):
+    """The topic's title and description as a TopicBrief, without asking the LLM for its task
+    attributes: all the yes/no question and the similarity read (the attribute mode needs brief())."""
+    import yaml
+
+    from schemas.records import TopicBrief
+
+    src = entry["topic_dir"] / "topic.yaml" if "topic_dir" in entry else entry["topic_yaml"]
+    raw = yaml.safe_load(src.read_text()) or {}
+    title, description = raw["title"].strip(), " ".join(raw["description"].split())
+    return TopicBrief(topic=entry["name"], title=title, description=description, metric_name="", metric_goal="",
+                      task="", input="", output="", domain="", evaluation="", search_query=f"{title}. {description}")
+
+
+def brief(entry: dict, llm):
+    """The topic brief with the task attributes the LLM extracts (what the pipeline's topic_brief holds)."""
+    from assets.shared.topics import topic_spec
+    from assets.topic_brief.brief import build_brief
+
+    if "topic_dir" in entry:
+        return build_brief(topic_spec(entry["topic_dir"].name), llm)[0]
+    return bare_brief(entry["name"], entry["topic_yaml"], llm)
+
+
 def bare_brief(name: str, yaml_file: Path, llm):
     """A TopicBrief for a topic given only as title and description (no code to run)."""
     import yaml
@@ -255,22 +279,17 @@ def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: int) 
     """One topic's answers; `attributes`: how many of the n papers (the same id-hashed choice) the
     attribute and naive modes rank (0: none)."""
     from assets.paper_rankings.rank import abstract_similarities, rank_papers, yes_no_probabilities
-    from assets.shared.topics import topic_spec
-    from assets.topic_brief.brief import build_brief
     from resources.literature import load_corpus
 
     name = entry["name"]
-    if "topic_dir" in entry:
-        brief, _ = build_brief(topic_spec(entry["topic_dir"].name), llm)
-        source = f"experiments/{entry['topic_dir'].name}"
-    else:
-        brief = bare_brief(name, entry["topic_yaml"], llm)
-        source = str(entry["topic_yaml"].relative_to(ROOT))
+    topic = plain_brief(entry)
+    full = brief(entry, llm) if attributes else None   # the LLM's task attributes: the attribute mode only
+    source = str((entry.get("topic_dir") or entry.get("topic_yaml")).relative_to(ROOT))
     rows = {r["paper_id"]: r for r in label_rows(entry["labels"])}
     corpus = {p.paper_id: p for p in load_corpus(ROOT / "corpus" / "papers.jsonl")}
     if len(rows) > LABELLED_ALL:
-        pool = [p.paper_id for p in literature.search(brief.search_query, RETRIEVED, embedder)]
-        candidates = f"top {RETRIEVED} of the corpus search for {brief.search_query!r}"
+        pool = [p.paper_id for p in literature.search(topic.search_query, RETRIEVED, embedder)]
+        candidates = f"top {RETRIEVED} of the corpus search for the topic's title and description"
     else:
         pool = list(rows)
         candidates = f"the {len(rows)} labelled candidates"
@@ -279,16 +298,16 @@ def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: int) 
     papers = [corpus[i] for i in ids]
     print(f"{name}: {len(papers)} papers ({sum(relevant[i] for i in ids)} relevant) of {candidates}", flush=True)
 
-    probs, yes_cost = metered(llm, lambda: yes_no_probabilities(brief, papers, llm))
+    probs, yes_cost = metered(llm, lambda: yes_no_probabilities(topic, papers, llm))
     t0 = time.monotonic()
-    sims = abstract_similarities(brief, papers, embedder)
+    sims = abstract_similarities(topic, papers, embedder)
     sim_s = round(time.monotonic() - t0, 2)
     print(f"  yes/no: {yes_cost}; similarity {sim_s} s", flush=True)
     attr, attr_cost, naive = None, None, None
     sub = [p for p in papers if p.paper_id in set(choose(ids, relevant, attributes))] if attributes else []
     if sub:
-        attr, attr_cost = metered(llm, lambda: rank_papers(brief, sub, llm, mode="attributes", embedder=embedder))
-        naive = rank_papers(brief, sub, llm, mode="naive")   # the attribute pass's relevance answers, cached
+        attr, attr_cost = metered(llm, lambda: rank_papers(full, sub, llm, mode="attributes", embedder=embedder))
+        naive = rank_papers(full, sub, llm, mode="naive")   # the attribute pass's relevance answers, cached
         attr, naive = {s.paper_id: s for s in attr}, {s.paper_id: s for s in naive}
         attr_cost["papers"] = len(sub)
         print(f"  attributes ({len(sub)} papers): {attr_cost}", flush=True)
@@ -306,7 +325,7 @@ def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: int) 
                         "attribute_reason": a.reason, "attribute_error": a.error})
         out.append(row)
     return {"name": name, "topic": source, "candidates": candidates, "labels": str(entry["labels"].relative_to(ROOT)),
-            "brief": {k: getattr(brief, k) for k in ("title", "task", "input", "output", "search_query")},
+            "brief": {k: getattr(full or topic, k) for k in ("title", "task", "input", "output")},
             "papers": out, "cost": {"yes_no": yes_cost, "similarity_s": sim_s, "attributes": attr_cost}}
 
 

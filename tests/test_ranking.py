@@ -25,6 +25,7 @@ from assets.paper_rankings.scoring import (
     agreement,
     agreement_label,
     attribute_similarities,
+    copied_fields,
     grade,
     is_kept,
     parts,
@@ -255,6 +256,11 @@ def test_recorded_answers_attribute_mode(home, recorded):
     # what the model wrote for them is the reason: their output differs from a class label
     for i in ("zhou2018voxelnet", "yuan2018pcn", "aoki2019pointnetlk"):
         assert "output differs" in by_id[i].attribute_match or "output partial" in by_id[i].attribute_match
+    # none of the model's answers is a copy of its paper's title or abstract opening (none asked again)
+    for p in papers:
+        s = by_id[p.paper_id]
+        answer = {"task": s.paper_task, "input": s.paper_input, "output": s.paper_output}
+        assert copied_fields(answer, p.title, p.abstract) == {}, answer
     # identical to what the ranking computed when the answers were recorded
     assert [(s.paper_id, s.score, s.kept) for s in scores] == [
         (s["paper_id"], s["score"], s["kept"]) for s in data["scores_when_recorded"]]

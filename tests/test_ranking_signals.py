@@ -1,8 +1,9 @@
 """Ranking by signals a small model gives reliably (assets/paper_rankings): P(yes) from token
 log-probabilities, the abstract's similarity to the topic, their combination; attribute answers
 tied to their paper by id and checked for copies of the title or the abstract's opening. The local
-model's real answers (tests/fixtures/ranking/<topic>_4.json, recorded by record_signals.py) are
-replayed through a fake server that hands back the recorded responses, log-probabilities included."""
+model's real yes/no answers for two topics (tests/fixtures/ranking/<topic>_4.json, recorded by
+record_signals.py) are replayed through a fake server that hands back the recorded responses,
+log-probabilities included; its real attribute answers are replayed in tests/test_ranking.py."""
 from __future__ import annotations
 
 import json
@@ -15,9 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from assets.paper_rankings.rank import DEFAULT_MODE, ask_attributes, opening, rank_papers
+from assets.paper_rankings.rank import (
+    DEFAULT_MODE,
+    abstract_similarities,
+    ask_attributes,
+    opening,
+    rank_papers,
+)
 from assets.paper_rankings.scoring import (
-    ATTRIBUTES,
     KEEP_AT,
     copied_fields,
     copied_from,
@@ -307,40 +313,36 @@ def _recorded(name: str):
     return data, TopicBrief(**data["brief"]), [Paper(**p) for p in data["papers"]]
 
 
+def _recorded_p_yes(exchange: dict) -> float:
+    """P(yes) straight from a recorded response's first-token alternatives."""
+    alts = exchange["response"]["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    return yes_probability({a["token"]: a["logprob"] for a in alts})
+
+
 @pytest.mark.parametrize("name", RECORDED)
 def test_recorded_yes_no_answers(home, name):
-    """The local model's yes/no answers: P(yes) from its log-probabilities, the same scores as when
-    recorded; the relevant papers come out above the distractors."""
+    """The local model's yes/no answers: one 1-token request per paper, P(yes) read from its
+    log-probabilities and combined with the abstract similarity as the current constants say; the
+    relevant papers come out above the distractors on P(yes)."""
     data, brief, papers = _recorded(name)
+    embedder = Embedder()
     with ResponseReplay(data["exchanges"]) as srv:
-        scores = rank_papers(brief, papers, _llm(srv.base_url), mode="combined", embedder=Embedder())
+        scores = rank_papers(brief, papers, _llm(srv.base_url), mode="combined", embedder=embedder)
     assert not srv.unknown, "a request differs from the recording (prompt changed?): re-record"
     assert len(srv.requests) == len(papers) and all(r["max_tokens"] == 1 for r in srv.requests)
-    assert [(s.paper_id, s.score, s.kept, s.reason) for s in scores] == [
-        (s["paper_id"], s["score"], s["kept"], s["reason"]) for s in data["scores_when_recorded"]["combined"]]
-    probs = {s.paper_id: float(re.search(r"P\(yes\) ([\d.]+)", s.reason).group(1)) for s in scores}
-    assert all(0.0 < p < 1.0 for p in probs.values())   # read from log-probabilities, not a bare yes / no
+    assert len({json.dumps(r["messages"][0]) for r in srv.requests}) == 1   # one shared system message
+    probs = {}
+    for p, e in zip(papers, data["exchanges"]):
+        assert p.title in e["request"]["messages"][1]["content"]
+        probs[p.paper_id] = _recorded_p_yes(e)
+    assert all(0.0 < v < 1.0 for v in probs.values())   # read from log-probabilities, not a bare yes / no
+    sims = abstract_similarities(brief, papers, embedder)
+    for s, sim in zip(scores, sims):
+        assert s.error is None and f"P(yes) {probs[s.paper_id]:.2f}" in s.reason
+        assert s.score == signal_score("combined", probs[s.paper_id], sim) and s.kept == (s.score >= KEEP_AT)
     relevant = [probs[i] for i, lab in data["labels"].items() if lab["relevant"]]
     distractors = [probs[i] for i, lab in data["labels"].items() if not lab["relevant"]]
     assert min(relevant) > max(distractors)
-
-
-@pytest.mark.parametrize("name", RECORDED)
-def test_recorded_attribute_answers_are_tied_and_not_copies(home, name):
-    """The local model's attribute answers (4 papers per request, tied by id): each paper gets an
-    answer that is not a copy of its title or its abstract's opening, the same as when recorded."""
-    data, brief, papers = _recorded(name)
-    with ResponseReplay(data["exchanges"]) as srv:
-        scores = rank_papers(brief, papers, _llm(srv.base_url), mode="attributes", batch=data["batch"],
-                             embedder=Embedder())
-    assert not srv.unknown, "a request differs from the recording (prompt changed?): re-record"
-    assert [(s.paper_id, s.score, s.kept, s.paper_task) for s in scores] == [
-        (s["paper_id"], s["score"], s["kept"], s["paper_task"]) for s in data["scores_when_recorded"]["attributes"]]
-    for p, s in zip(papers, scores):
-        assert s.error is None and s.paper_task and s.paper_input and s.paper_output
-        answer = {"task": s.paper_task, "input": s.paper_input, "output": s.paper_output}
-        assert copied_fields(answer, p.title, p.abstract) == {}, (p.paper_id, answer)
-        assert set(answer) == set(ATTRIBUTES)
 
 
 def test_default_mode_is_a_known_one():

@@ -64,13 +64,14 @@ def judge_batch(system: str, papers: list[tuple[str, str]]) -> list[dict]:
 YES_NO_QUESTION = "Is this paper relevant to our task? Answer yes or no."
 
 
-def yes_no_system(title: str, description: str, task: str, input_: str, output: str) -> str:
+def yes_no_system(title: str, description: str) -> str:
+    """The topic in its own words (title and description; not the task attributes the LLM extracted,
+    so a poor extraction cannot mislead the judgement)."""
     return ("You decide whether a research paper is relevant to our research task. A paper is relevant when "
             "its method addresses our task on our kind of data, so that it could directly improve our model. "
             "A paper on a different task with the same kind of data is not relevant, and neither is a paper "
             "on our task for a different kind of data.\n\n"
-            f"Our task: {title}\n{' '.join(description.split())}\n"
-            f"In short: task {task}; input {input_}; output {output}.")
+            f"Our task: {title}\n{' '.join(description.split())}")
 
 
 def yes_no_question(system: str, title: str, abstract: str) -> list[dict]:

@@ -127,7 +127,7 @@ def yes_no_probabilities(brief: TopicBrief, papers: list[Paper], llm: LLM, on_do
     """Per paper, P(yes) that it is relevant to the topic (scoring.yes_probability over the first
     answer token's log-probabilities), or the error text. One request of one answer token per paper;
     the topic is the shared system message, so the local server evaluates it once."""
-    system = prompts.yes_no_system(brief.title, brief.description, brief.task, brief.input, brief.output)
+    system = prompts.yes_no_system(brief.title, brief.description)
 
     def one(p: Paper) -> float | str:
         res = llm.complete(prompts.yes_no_question(system, p.title, opening(p.abstract, YES_NO_ABSTRACT_CHARS)),
