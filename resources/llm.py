@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 import dagster as dg
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
+from resources.llm_limits import limited_http_client, limits_for
 from resources.local_llm import LocalLLM
 from resources.paths import under_home
 from resources.settings import llm_endpoint, settings
@@ -249,7 +250,10 @@ class LLM(dg.ConfigurableResource):
             base = llm_endpoint(self.base_url) or self.local_llm.base_url()
             key = self.api_key or settings().openai_api_key.get_secret_value() or "sk-local"
             self._base_url = base
-            self._client = OpenAI(base_url=base, api_key=key, timeout=self.timeout_s, max_retries=3)
+            # host-wide bounds shared with the other processes (RESEARCHLOOP_LLM_MAX_CONCURRENCY / _RPM)
+            limits = limits_for(base)
+            http = {"http_client": limited_http_client(limits)} if limits.active else {}
+            self._client = OpenAI(base_url=base, api_key=key, timeout=self.timeout_s, max_retries=3, **http)
         return self._client
 
     def cache(self) -> ResponseCache:

@@ -47,6 +47,11 @@ class Settings(BaseSettings):
                        "live; empty: ~/.cache/researchloop")
     llm_wait_policy: str = Field("", description="RESEARCHLOOP_LLM_WAIT_POLICY: OMP_WAIT_POLICY of the local "
                                  "server (ACTIVE | PASSIVE); empty: ACTIVE with a bounded spin count")
+    # host-wide limits per endpoint, shared by every process on this machine (resources/llm_limits.py)
+    llm_max_concurrency: int | None = Field(None, ge=1, description="RESEARCHLOOP_LLM_MAX_CONCURRENCY: LLM "
+                                            "requests in flight from this host to one endpoint; unset: no bound")
+    llm_rpm: float | None = Field(None, gt=0, description="RESEARCHLOOP_LLM_RPM: LLM requests per minute from "
+                                  "this host to one endpoint (starts spaced 60/rpm s apart); unset: no limit")
 
     # -- literature and embeddings -------------------------------------------------------------
     literature: str = Field("corpus", description="RESEARCHLOOP_LITERATURE: corpus | dump | semantic_scholar "
