@@ -37,6 +37,7 @@ import shutil
 import socket
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -51,6 +52,7 @@ LOG_RETURN_BYTES = 4 << 20  # of each log, its last bytes come back
 SCRATCH_DIR = "researchloop-ray"
 LOST = "worker_lost"
 _counter = itertools.count()
+_connect_lock = threading.Lock()
 
 # an entry of a packed tree: (relative path, kind, payload, mode); kind is "dir", "file" (payload:
 # bytes), "link" (payload: target), "special" (payload: the file mode as text) or "omitted" (a file
@@ -354,11 +356,12 @@ def connect() -> None:
     dagster-ray resource such as KubeRayCluster, which calls ray.init) is used as it is."""
     import ray
 
-    if ray.is_initialized():
-        return
-    address = os.environ.get("RAY_ADDRESS") or "auto"
-    ray.init(address=address, namespace="researchloop", log_to_driver=False, ignore_reinit_error=True,
-             logging_level=logging.WARNING)
+    with _connect_lock:  # steps run in threads too (in-process executor, tests): ray.init once
+        if ray.is_initialized():
+            return
+        address = os.environ.get("RAY_ADDRESS") or "auto"
+        ray.init(address=address, namespace="researchloop", log_to_driver=False, ignore_reinit_error=True,
+                 logging_level=logging.WARNING)
 
 
 def run_on_ray(command: list[str], workdir: Path, *, timeout_s: float, memory_mb: int, env: dict[str, str] | None,
