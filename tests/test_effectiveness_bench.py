@@ -1,0 +1,135 @@
+"""bench/effectiveness_bench.py: the real driver (`researchloop run` in a subprocess, fresh
+DAGSTER_HOME) for one round of the toy topic with the scripted fake LLM, then its summary checked
+against the records it was made from; the counting rules on hand-made records (a dead-code
+patch is a no-op); the overlap arithmetic of the timing log."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from resources.timing_log import covered_seconds
+
+TOPIC = "toy_classification"
+
+
+@pytest.fixture
+def bench_run(home, fake_llm, monkeypatch, tmp_path):
+    """One round of the bench on the toy topic: (record, work folder, fake server, exit status)."""
+    from bench import effectiveness_bench as eb
+
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("RESEARCHLOOP_MODEL", "fake-model")
+    monkeypatch.setenv("RESEARCHLOOP_EDIT_FORMAT", "whole")
+    monkeypatch.delenv("FROM_RECORD", raising=False)
+    out, work, results = tmp_path / "effectiveness.json", tmp_path / "work", tmp_path / "RESULTS.md"
+    rc = eb.main(["--topics", TOPIC, "--rounds", "1", "--parallel", "1", "--out", str(out), "--work", str(work),
+                  "--results", str(results)])
+    return json.loads(out.read_text()), work, fake_llm, rc, results
+
+
+def test_bench_summary_matches_the_records(bench_run):
+    from bench import effectiveness_bench as eb
+    from resources.store import Store
+    from schemas.frames import from_frame
+    from schemas.records import Feedback, FilteredIdea, Patch, RunResult
+
+    rec, work, fake, rc, results = bench_run
+    assert rc == 0 and rec["complete"], rec["topics"][0]["run"]["output_tail"]
+    assert rec["model"] == "fake-model" and rec["rounds"] == 1 and "2-core shared VM" in rec["machine"]
+    [t] = rec["topics"]
+    assert t["topic"] == TOPIC and t["held_out"] and t["run"]["exit_code"] == 0
+    assert t["stop_reason"] == "round budget spent (1/1)"
+
+    # the bench's DAGSTER_HOME is a fresh one under its working folder; its records are what it summarised
+    store = Store(work / "dagster_home" / "records")
+    assert store.rounds("feedback_summary", TOPIC) == ["r1"]
+    ideas = from_frame(store.read("filtered_ideas", TOPIC, "r1"), FilteredIdea)
+    patches = from_frame(store.read("patched_code", TOPIC, "r1"), Patch)
+    runs = from_frame(store.read("run_results", TOPIC, "r1"), RunResult)
+    fb = from_frame(store.read("feedback_summary", TOPIC, "r1"), Feedback)
+    [row] = t["rows"]
+    assert row["proposed"] == len(ideas) and row["kept"] == sum(i.kept for i in ideas) == len(fb) == 3
+    assert row["budget"] == 3 and row["full_budget"] is True
+    assert row["implemented"] == sum(p.status == "ok" for p in patches) == 2  # fancy_kernel's patch never applied
+    assert row["no_op"] == sum(p.status == "no_op" for p in patches) == 0 and row["no_op_share"] == 0
+    assert row["ran"] == sum(r.status == "success" for r in runs) == 2  # negative_step; longer_training, repaired
+    assert row["verified_improvements"] == sum(f.verdict == "improvement" for f in fb)
+    assert row["verdicts"]["decline"] == 1 and row["verdicts"]["failed"] == 1  # negative_step; fancy_kernel
+    assert row["improvements_vs_baseline"] == sum(f.baseline_verdict == "improvement" for f in fb)
+    assert row["baseline"] == pytest.approx(fb[0].baseline_value)
+    ran = [f for f in fb if f.metric_value is not None]
+    best = max(ran, key=lambda f: f.metric_value)
+    assert row["best_idea"] == best.idea_id and row["best_idea_value"] == pytest.approx(best.metric_value)
+    assert row["best_so_far"] is not None and row["best_so_far_value"] is not None  # best_code after r1
+
+    # tokens: the round's stages' metadata, which per-idea accounting adds up to (own + shared)
+    assert row["tokens"] == pytest.approx(sum(f.tokens + f.shared_tokens for f in fb)) and row["tokens"] > 0
+    assert row["tokens_per_idea"] == round(row["tokens"] / 3)
+    # timing: every LLM call of the round logged once (cached or not), as the metadata counts them
+    assert row["llm_calls_logged"] == row["llm_calls"] > 0
+    assert row["experiment_runs_logged"] >= 3  # dry runs of the two patches, the runs and the repair
+    assert row["wall_s"] > 0 and row["llm_s"] > 0 and row["experiment_s"] > 0
+    assert row["llm_s"] + row["experiment_s"] >= row["wall_s"] - row["overhead_s"] - 0.2  # overlaps count once
+    assert 0 <= row["overhead_s"] <= row["wall_s"] and row["wall_s_per_idea"] == round(row["wall_s"] / 3, 1)
+
+    # the raw summary names every idea, patch, run and verdict by id
+    [raw] = t["rounds"]
+    assert [i["idea_id"] for i in raw["ideas"]] == [i.idea_id for i in ideas]
+    assert {p["idea_id"]: p["status"] for p in raw["patches"]} == {p.idea_id: p.status for p in patches}
+    assert {v["idea_id"]: v["verdict"] for v in raw["verdicts"]} == {f.idea_id: f.verdict for f in fb}
+    fixed = next(r for r in raw["runs"] if r["idea_id"] == f"{TOPIC}/r1/longer_training_r1")
+    assert len(fixed["attempts"]) == 2 and "NameError" in fixed["attempts"][0]["error"]
+    assert raw["best_code"]["round"] == "r1" and "code" not in raw["best_code"]
+    secs = raw["idea_seconds"][fixed["idea_id"]]
+    assert secs["experiment_s"] >= sum(a["duration_s"] for a in fixed["attempts"]) - 1.0  # its own runs
+    assert secs["llm_s"] > 0  # its plan, patch and repair calls
+
+    # goals over the topic's rounds, and the section rendered from the record into the RESULTS file named
+    assert t["goals"]["no_op_goal_met"] and t["goals"]["full_budget_every_round"]
+    assert t["goals"]["improvement_reached"] == bool(row["verified_improvements"])
+    text = results.read_text()
+    assert "<!-- bench:effectiveness:begin -->" in text and eb.render(rec) in text
+    assert f"| {TOPIC} | r1 | {len(ideas)} (0) | 3 / 3 | 2 | 0 | 2 |" in text
+    from tests.test_bench_records import section_problems
+
+    head, _, rest = eb.render(rec).partition("\n")
+    # the record a real run commits is bench/records/effectiveness.json; in a test it is elsewhere
+    assert [p for p in section_problems(head, rest) if "effectiveness.json" not in p] == []
+    assert "held-out" in rest and "fake-model" in rest
+
+
+def test_counts_on_hand_made_records():
+    """A dead-code draft is a no-op patch (not implemented); refill proposals count as proposed;
+    a round short of kept ideas did not test its budget."""
+    from bench.effectiveness_bench import summarise_round
+    from schemas.records import Draft, FilteredIdea, Patch
+
+    def idea(name, kept, proposal=0):
+        return FilteredIdea(idea_id=f"t/r1/{name}", topic="t", round="r1", name=name, title=name, experiment="x",
+                            summary="x", max_similarity=0.1, independent=True, kept=kept, proposal=proposal,
+                            drop_reason=None if kept else "near copy")
+
+    dead = Draft(index=0, edit_format="functions", status="no_op", reason="the edit only adds code that never runs")
+    recs = {"ideas": [idea("a", True), idea("b", False), idea("c", True, proposal=1)], "plans": [],
+            "patches": [Patch(idea_id="t/r1/a", edit_format="functions", status="no_op", reason=dead.reason,
+                              drafts=[dead]),
+                        Patch(idea_id="t/r1/c", edit_format="functions", status="ok", diff="-x\n+y",
+                              drafts=[Draft(index=0, edit_format="functions", status="ok", diff="-x\n+y")])],
+            "runs": [], "feedback": [], "best": []}
+    row, raw = summarise_round(recs, topic="t", rk="r1", goal="maximize", budget=3)
+    counts = ("proposed", "proposed_refill", "proposals", "kept", "kept_refill")
+    assert tuple(row[k] for k in counts) == (3, 1, 2, 2, 1)
+    assert (row["implemented"], row["no_op"], row["no_op_dead_code"], row["no_op_share"]) == (1, 1, 1, 0.5)
+    assert (row["drafts"], row["drafts_no_op"]) == (2, 1)
+    assert row["full_budget"] is False and row["verified_improvements"] == 0 and row["best_idea"] is None
+    assert [p["drafts"][0]["status"] for p in raw["patches"]] == ["no_op", "ok"]
+
+
+def test_covered_seconds_counts_overlaps_once():
+    spans = [{"start": 0.0, "seconds": 4.0}, {"start": 2.0, "seconds": 4.0}, {"start": 10.0, "seconds": 1.0},
+             {"start": 20.0, "seconds": 5.0}]
+    assert covered_seconds(spans, 0.0, 100.0) == pytest.approx(6.0 + 1.0 + 5.0)
+    assert covered_seconds(spans, 3.0, 22.0) == pytest.approx(3.0 + 1.0 + 2.0)  # clipped to the window
+    assert covered_seconds([], 0.0, 10.0) == 0.0
