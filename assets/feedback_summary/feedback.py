@@ -63,7 +63,7 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
                             reason=reason if ref_name == "baseline" else f"vs {ref_name}: {reason}",
                             metric_value=value, baseline_value=baseline,
                             delta=None if value is None else round(value - ref_mean, 6),
-                            effective=verdict == "improvement", reference=ref_name, reference_value=_r(ref_mean),
+                            effective=verdict == "improvement", reference=ref_name, reference_value=ref_mean,
                             best_source=best_name, best_value=_r(sum(best_vals) / len(best_vals)), **stats))
     return out
 
