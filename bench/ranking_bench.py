@@ -47,10 +47,11 @@ LABELLED_ALL = 200      # a label file this long labels the corpus, not a candid
 RETRIEVED = 50          # then: the top papers the corpus search returns for the topic
 TARGET_PRECISION, TARGET_RECALL = 0.8, 0.6   # issue 15's goal, macro over held-out topics
 SIGNAL_MODES = ("combined", "yesno", "similarity")
-GRIDS = {
-    "yesno": {"yes_at": [round(0.05 * i, 2) for i in range(1, 20)]},
-    "similarity": {"similarity_at": [round(0.2 + 0.025 * i, 3) for i in range(21)]},
-    "combined": {"weight": [0.5, 0.6, 0.7, 0.8, 0.9], "combined_at": [round(0.3 + 0.025 * i, 3) for i in range(25)]},
+GRIDS = {   # the keep-from threshold of each mode, the combination's weight, centring on the topic's papers
+    "yesno": {"centred": [False, True], "keep_from": [round(0.3 + 0.025 * i, 3) for i in range(25)]},
+    "similarity": {"centred": [False, True], "keep_from": [round(0.2 + 0.025 * i, 3) for i in range(25)]},
+    "combined": {"centred": [False, True], "weight": [0.5, 0.6, 0.7, 0.8, 0.9],
+                 "keep_from": [round(0.3 + 0.025 * i, 3) for i in range(25)]},
 }
 
 
@@ -232,10 +233,14 @@ def pr(kept: set[str], relevant: set[str]) -> dict:
 
 
 def signal_kept(mode: str, papers: list[dict], params: dict) -> set[str]:
-    from assets.paper_rankings.scoring import is_kept, signal_score
+    """The papers a signal mode keeps with these values (scoring.signal_values, graded_score: a paper
+    is kept exactly when its value reaches keep_from)."""
+    from assets.paper_rankings.scoring import graded_score, is_kept, signal_values
 
-    return {p["paper_id"] for p in papers if p.get("p_yes") is not None or mode == "similarity"
-            if is_kept(signal_score(mode, p.get("p_yes"), p.get("similarity"), **params))}
+    judged = [p for p in papers if p.get("p_yes") is not None or mode == "similarity"]
+    values = signal_values(mode, [p.get("p_yes") for p in judged], [p.get("similarity") for p in judged],
+                           weight=params.get("weight", 0.0), centred=params["centred"])
+    return {p["paper_id"] for p, v in zip(judged, values) if is_kept(graded_score(v, params["keep_from"]))}
 
 
 def grid(mode: str) -> list[dict]:
@@ -381,7 +386,7 @@ PROMPT_TOK_S, DECODE_TOK_S = 48, 10   # the local model on the 2 cores when idle
 
 
 def render(rec: dict) -> str:
-    a = rec["analysis"]
+    a = rec["analysis"] = analyse(rec)   # recomputed from the per-paper answers
     names = [t["name"] for t in rec["topics"]]
 
     def cell(e: dict | None) -> str:
@@ -478,8 +483,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write", action="store_true", help="print, do not write the record or bench/RESULTS.md")
     ap.add_argument("--render", action="store_true", help="re-render the section from the committed record")
     args = ap.parse_args(argv)
-    if args.render:
-        print(write_section("ranking", render(read_record("ranking_loto"))))
+    if args.render:   # the analysis again from the record's per-paper answers (no LLM call)
+        rec = read_record("ranking_loto")
+        body = render(rec)
+        write_record("ranking_loto", rec)
+        print(write_section("ranking", body))
         return 0
 
     from pipelines.definitions import build_resources

@@ -24,11 +24,15 @@ from assets.paper_rankings.rank import (
     rank_papers,
 )
 from assets.paper_rankings.scoring import (
+    CENTRED,
     KEEP_AT,
+    PIVOT,
     copied_fields,
     copied_from,
     graded_score,
     signal_score,
+    signal_threshold,
+    signal_values,
     yes_probability,
 )
 from resources.embedder import Embedder
@@ -74,6 +78,18 @@ def test_signal_score_modes():
     assert signal_score("combined", 0.8, 0.29, weight=0.5, combined_at=0.55) < KEEP_AT
     with pytest.raises(ValueError):
         signal_score("naive", 0.5, 0.5)
+
+
+def test_centred_values_are_relative_to_the_papers_ranked_together():
+    low = [0.30, 0.35, 0.40, 0.55, 0.60]
+    high = [p + 0.3 for p in low]   # another topic: the same judgements on a higher level
+    a = signal_values("yesno", low, [None] * 5, centred=True)
+    b = signal_values("yesno", high, [None] * 5, centred=True)
+    assert a == pytest.approx(b) and a[2] == pytest.approx(PIVOT)
+    assert signal_values("yesno", low, [None] * 5, centred=False) == low
+    sims = [0.1, 0.2, 0.3, 0.4, 0.5]
+    both = signal_values("combined", low, sims, weight=0.5, centred=True)
+    assert both[2] == pytest.approx(PIVOT) and both == sorted(both)
 
 
 def test_opening_cuts_after_a_sentence():
@@ -337,9 +353,10 @@ def test_recorded_yes_no_answers(home, name):
         probs[p.paper_id] = _recorded_p_yes(e)
     assert all(0.0 < v < 1.0 for v in probs.values())   # read from log-probabilities, not a bare yes / no
     sims = abstract_similarities(brief, papers, embedder)
-    for s, sim in zip(scores, sims):
-        assert s.error is None and f"P(yes) {probs[s.paper_id]:.2f}" in s.reason
-        assert s.score == signal_score("combined", probs[s.paper_id], sim) and s.kept == (s.score >= KEEP_AT)
+    values = signal_values("combined", [probs[p.paper_id] for p in papers], sims, centred=CENTRED)
+    for s, v in zip(scores, values):
+        assert s.error is None and f"P(yes) {probs[s.paper_id]:.2f}" in s.reason and f"value {v:.2f}" in s.reason
+        assert s.score == graded_score(v, signal_threshold("combined")) and s.kept == (s.score >= KEEP_AT)
     assert len(set(probs.values())) == len(probs)   # a graded judgement per paper, not one category
 
 

@@ -9,19 +9,18 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from assets.paper_rankings import prompts
 from assets.paper_rankings.scoring import (
-    COMBINED_AT,
+    CENTRED,
     COMBINED_WEIGHT,
-    SIMILARITY_AT,
-    YES_AT,
     agreement,
     agreement_label,
     attribute_similarities,
-    combined_value,
     copied_fields,
+    graded_score,
     is_kept,
     score_attributes,
     score_paper,
-    signal_score,
+    signal_threshold,
+    signal_values,
     yes_probability,
 )
 from resources.embedder import Embedder
@@ -151,32 +150,42 @@ def abstract_similarities(brief: TopicBrief, papers: list[Paper], embedder: Embe
     return [round(float(vecs[0] @ v), 4) for v in vecs[1:]]
 
 
-def signal_reason(mode: str, p_yes: float | None, similarity: float | None) -> str:
-    if mode == "yesno":
-        return f"P(yes) {p_yes:.2f} (kept from {YES_AT})"
-    if mode == "similarity":
-        return f"abstract similarity {similarity:.2f} (kept from {SIMILARITY_AT})"
-    return (f"P(yes) {p_yes:.2f}, abstract similarity {similarity:.2f}: combined "
-            f"{combined_value(p_yes, similarity):.2f} (kept from {COMBINED_AT}; P(yes) weighs {COMBINED_WEIGHT})")
+def signal_reason(mode: str, p_yes: float | None, similarity: float | None, value: float, centred: bool) -> str:
+    parts = [f"P(yes) {p_yes:.2f}" if p_yes is not None else "", f"abstract similarity {similarity:.2f}"
+             if similarity is not None else ""]
+    what = ", ".join(x for x in parts if x)
+    if mode == "combined":
+        what += f" (P(yes) weighs {COMBINED_WEIGHT})"
+    scale = f"{mode} value" + (" centred on the papers ranked together" if centred else "")
+    return f"{what}: {scale} {value:.2f}, kept from {signal_threshold(mode)}"
 
 
 def rank_by_signals(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str, embedder: Embedder | None = None,
                     on_done=None) -> list[PaperScore]:
-    """modes yesno / similarity / combined (scoring.signal_score)."""
+    """modes yesno / similarity / combined (scoring.signal_values; centred on the papers ranked
+    together when scoring.CENTRED)."""
     probs = yes_no_probabilities(brief, papers, llm, on_done) if mode != "similarity" else [None] * len(papers)
     sims = (abstract_similarities(brief, papers, embedder or Embedder()) if mode != "yesno"
             else [None] * len(papers))
     if mode == "similarity" and on_done:
         on_done(len(papers))
+    judged = [i for i, prob in enumerate(probs) if not isinstance(prob, str)]
+    # an endpoint without log-probabilities answers P(yes) 1 or 0: nothing to centre on
+    graded = mode == "similarity" or any(0.0 < probs[i] < 1.0 for i in judged)
+    centred = CENTRED and graded
+    values = dict(zip(judged, signal_values(mode, [probs[i] for i in judged], [sims[i] for i in judged],
+                                            centred=centred)))
     out = []
-    for p, prob, sim in zip(papers, probs, sims):
+    for i, (p, prob, sim) in enumerate(zip(papers, probs, sims)):
         if isinstance(prob, str):
             out.append(_not_judged(p, mode, prob))
             continue
-        score = signal_score(mode, prob, sim)
+        score = graded_score(values[i], signal_threshold(mode))
         relevance = "n/a" if prob is None else "yes" if prob >= 0.5 else "no"
         out.append(PaperScore(paper_id=p.paper_id, title=p.title, relevance=relevance, attribute_match="n/a",
-                              score=score, kept=is_kept(score), reason=signal_reason(mode, prob, sim), mode=mode))
+                              score=score, kept=is_kept(score),
+                              reason=signal_reason(mode, prob, sim, values[i], centred),
+                              mode=mode))
     return out
 
 

@@ -268,3 +268,39 @@ def signal_score(mode: str, p_yes: float | None, similarity: float | None, yes_a
     if mode == "combined":
         return graded_score(combined_value(p_yes, similarity, weight), combined_at)
     raise ValueError(f"no signal score for mode {mode!r}")
+
+
+# -- centring on the papers ranked together ------------------------------------------------------------
+# The small model's P(yes) sits on a different level per topic (measured on the development topics:
+# on one topic relevant and irrelevant papers alike get 0.3-0.6, on another 0.6-0.8), so one fixed
+# threshold carries badly from the topics it was tuned on to a new one. Centred, a paper's value is
+# taken relative to the median of the papers ranked with it (a round's retrieved papers), moved to
+# PIVOT: the threshold then says how far above the typical retrieved paper a kept one must be.
+# Whether the shipped modes centre (CENTRED) is chosen by leave-one-topic-out like the thresholds.
+
+CENTRED = False
+PIVOT = 0.5
+
+
+def signal_value(mode: str, p_yes: float | None, similarity: float | None, weight: float = COMBINED_WEIGHT) -> float:
+    if mode == "yesno":
+        return p_yes
+    if mode == "similarity":
+        return similarity
+    if mode == "combined":
+        return combined_value(p_yes, similarity, weight)
+    raise ValueError(f"no signal value for mode {mode!r}")
+
+
+def signal_values(mode: str, p_yes: Sequence[float | None], similarity: Sequence[float | None],
+                  weight: float = COMBINED_WEIGHT, centred: bool = CENTRED) -> list[float]:
+    """Each paper's value in `mode`; centred: minus the median of the papers given, plus PIVOT."""
+    values = [signal_value(mode, p, s, weight) for p, s in zip(p_yes, similarity)]
+    if centred and values:
+        mid = float(np.median(values))
+        values = [v - mid + PIVOT for v in values]
+    return values
+
+
+def signal_threshold(mode: str) -> float:
+    return {"yesno": YES_AT, "similarity": SIMILARITY_AT, "combined": COMBINED_AT}[mode]
