@@ -55,7 +55,7 @@ from tests.sandbox_fixtures import needs_bwrap
 TOPICS = ("toy_a", "toy_b")
 ROUNDS = ("r1", "r2")
 TOPIC_RECORDS = ("topic_brief", "baseline_results")
-DEADLINE_S = 900  # a hang guard; the whole plan takes about 4 minutes on 2 idle cores (the record says)
+DEADLINE_S = 900  # a hang guard: 764 s with the 2 cores loaded (bench/records/stress_kill.json); idle: not measured
 
 
 def schema_of(req: dict) -> str | None:
@@ -294,7 +294,7 @@ def test_kill_minus_nine_at_many_points_loses_nothing(home):
     names = [k.name for p in plans.values() for k in p]
     assert len(set(names)) == len(names) >= 10
 
-    t0 = time.monotonic()
+    t0, load_before = time.monotonic(), os.getloadavg()
     record: dict = {"kills": [], "sensor_ticks": []}
     cursors: dict[str, str | None] = {"round": None}
     stale_marked_by_sensor: set[str] = set()
@@ -463,8 +463,9 @@ def test_kill_minus_nine_at_many_points_loses_nothing(home):
                 df = store.read(asset, t, rk)
                 assert df is not None and df.height > 0, (asset, t, rk)
                 assert f"{rk}|{t}" in instance.get_materialized_partitions(dg.AssetKey(asset)), (asset, t, rk)
-        fb = store.read("feedback_summary", t, "r2")
-        assert fb.height == 3 and set(fb["verdict"]) <= {"improvement", "maintenance", "decline", "failed"}
+        for rk in ROUNDS:  # each idea judged once (a round that ran again replaced its record, added nothing)
+            ids = store.read("feedback_summary", t, rk)["idea_id"].to_list()
+            assert ids and len(set(ids)) == len(ids) and all(i.startswith(f"{t}/{rk}/") for i in ids), ids
 
     # nothing finished was done again: no request cached at a kill was asked after it, no
     # experiment or self-check with a memo at a kill ran again after it
@@ -505,6 +506,8 @@ def test_kill_minus_nine_at_many_points_loses_nothing(home):
             "machine": f"2-core shared VM ({os.cpu_count()} CPUs seen, Python {platform.python_version()})",
             "in_sample": "not a sample: a fault-injection run, nothing is measured against data",
             "wall_s": round(elapsed, 1),
+            "load_average_1_5_15min": {"before": [round(x, 1) for x in load_before],
+                                       "after": [round(x, 1) for x in os.getloadavg()]},
             "kill_points": [{k: v for k, v in e.items() if k not in ("cache", "done", "cut", "left_run_ids",
                                                                    "asked_before")}
                             for e in record["kills"]],
