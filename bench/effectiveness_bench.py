@@ -360,7 +360,7 @@ def render(rec: dict) -> str:
         "",
         provenance(SCRIPT, f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}", sample),
         "",
-        (f"`researchloop run` ({rec['rounds']} rounds per topic) on a fresh DAGSTER_HOME, model `{rec['model']}`"
+        (f"`researchloop run --rounds {rec['rounds']}` on each topic, on a fresh DAGSTER_HOME, model `{rec['model']}`"
          f"{'' if rec.get('complete') else '; INCOMPLETE: not every topic finished'}. Verified improvements: "
          "verdict `improvement` by the seed test of assets/feedback_summary/verdicts.py against the round's "
          "reference code (in brackets: against the original baseline). Implemented: patch status ok (a patch "
