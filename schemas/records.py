@@ -186,15 +186,6 @@ class Attempt(BaseModel):
     metrics: dict[str, float] = {}
 
 
-class RunResult(BaseModel):
-    idea_id: str
-    status: Literal["success", "failed", "not_implemented"]
-    reason: str | None = None
-    attempts: list[Attempt] = []
-    n_attempts: int = 0
-    metrics: dict[str, float] = {}
-    metric_value: float | None = None   # the mean over seeds when the topic repeats seeds
-    seed_values: list[float] = Field([], description="the metric per seed (0, 1, ...), when repeated")
 class DraftRun(BaseModel):
     """What the run stage did with one viable draft (assets/run_results/screening.py)."""
     index: int
@@ -208,13 +199,22 @@ class DraftRun(BaseModel):
     n_attempts: int = 0
 
 
+class RunResult(BaseModel):
+    idea_id: str
+    status: Literal["success", "failed", "not_implemented"]
+    reason: str | None = None
+    draft: int | None = Field(None, description="the draft whose run this result is (Patch.drafts index)")
+    drafts: list[DraftRun] = Field(default_factory=list, description="each viable draft's screen and full run")
+    rule: str = Field("", description="how the draft was chosen (screening.py)")
+    attempts: list[Attempt] = []
+    n_attempts: int = 0
+    metrics: dict[str, float] = {}
+    metric_value: float | None = None   # the mean over seeds when the topic repeats seeds
+    seed_values: list[float] = Field([], description="the metric per seed (0, 1, ...), when repeated")
     metric_spread: float = Field(0.0, description="sample standard deviation over the seeds")
     final_code: str = ""
     mlflow_run_id: str | None = None
 
-    draft: int | None = Field(None, description="the draft whose run this result is (Patch.drafts index)")
-    drafts: list[DraftRun] = Field(default_factory=list, description="each viable draft's screen and full run")
-    rule: str = Field("", description="how the draft was chosen (screening.py)")
 
 class Feedback(BaseModel):
     idea_id: str
@@ -244,7 +244,6 @@ class Feedback(BaseModel):
     shared_tokens: float = Field(0.0, description="an even share of the tokens of the calls that served the "
                                  "whole round (and of ideas dropped by the filter)")
     shared_cost_usd: float = Field(0.0, description="the same share of their price")
-
     # stacked wins (assets/round_reference, assets/best_code): `verdict`, `delta` and the test above are
     # against the round's reference code (topic.yaml `reference`); the same test against the original
     # baseline and against the current best is reported beside it (defaults: records from before stacking)
