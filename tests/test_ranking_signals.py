@@ -353,7 +353,7 @@ def test_recorded_yes_no_answers(home, name):
         probs[p.paper_id] = _recorded_p_yes(e)
     assert all(0.0 < v < 1.0 for v in probs.values())   # read from log-probabilities, not a bare yes / no
     sims = abstract_similarities(brief, papers, embedder)
-    values = signal_values("combined", [probs[p.paper_id] for p in papers], sims, centred=CENTRED)
+    values = signal_values("combined", [probs[p.paper_id] for p in papers], sims, centred=CENTRED["combined"])
     for s, v in zip(scores, values):
         assert s.error is None and f"P(yes) {probs[s.paper_id]:.2f}" in s.reason and f"value {v:.2f}" in s.reason
         assert s.score == graded_score(v, signal_threshold("combined")) and s.kept == (s.score >= KEEP_AT)

@@ -172,7 +172,7 @@ def rank_by_signals(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str,
     judged = [i for i, prob in enumerate(probs) if not isinstance(prob, str)]
     # an endpoint without log-probabilities answers P(yes) 1 or 0: nothing to centre on
     graded = mode == "similarity" or any(0.0 < probs[i] < 1.0 for i in judged)
-    centred = CENTRED and graded
+    centred = CENTRED[mode] and graded
     values = dict(zip(judged, signal_values(mode, [probs[i] for i in judged], [sims[i] for i in judged],
                                             centred=centred)))
     out = []

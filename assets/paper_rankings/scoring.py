@@ -276,9 +276,9 @@ def signal_score(mode: str, p_yes: float | None, similarity: float | None, yes_a
 # threshold carries badly from the topics it was tuned on to a new one. Centred, a paper's value is
 # taken relative to the median of the papers ranked with it (a round's retrieved papers), moved to
 # PIVOT: the threshold then says how far above the typical retrieved paper a kept one must be.
-# Whether the shipped modes centre (CENTRED) is chosen by leave-one-topic-out like the thresholds.
+# Whether each shipped mode centres (CENTRED) is chosen by leave-one-topic-out like the thresholds.
 
-CENTRED = False
+CENTRED = {"yesno": False, "similarity": False, "combined": False}
 PIVOT = 0.5
 
 
@@ -293,10 +293,11 @@ def signal_value(mode: str, p_yes: float | None, similarity: float | None, weigh
 
 
 def signal_values(mode: str, p_yes: Sequence[float | None], similarity: Sequence[float | None],
-                  weight: float = COMBINED_WEIGHT, centred: bool = CENTRED) -> list[float]:
-    """Each paper's value in `mode`; centred: minus the median of the papers given, plus PIVOT."""
+                  weight: float = COMBINED_WEIGHT, centred: bool | None = None) -> list[float]:
+    """Each paper's value in `mode`; centred (default: CENTRED[mode]): minus the median of the papers
+    given, plus PIVOT."""
     values = [signal_value(mode, p, s, weight) for p, s in zip(p_yes, similarity)]
-    if centred and values:
+    if (CENTRED[mode] if centred is None else centred) and values:
         mid = float(np.median(values))
         values = [v - mid + PIVOT for v in values]
     return values
