@@ -258,14 +258,17 @@ def test_attribute_mode_drops_a_paper_whose_answers_stay_copies(home):
 
 # -- an endpoint without log-probabilities (a strong remote model) --------------------------------
 
-def test_yes_no_without_log_probabilities(home):
+@pytest.mark.parametrize("mode", ["yesno", "combined"])
+def test_yes_no_without_log_probabilities(home, mode):
+    """A strong endpoint that sends no log-probabilities: its yes or no decides, in the combined mode
+    too (the thresholds were tuned on graded probabilities)."""
     brief = TopicBrief(topic="t", title="Zebra prediction", description="Predict zebras from their stripes.",
                        metric_name="acc", metric_goal="maximize", task="zebra prediction", input="zebra data",
                        output="zebra labels", domain="d", evaluation="acc", search_query="q")
     srv = QueueServer()
     srv.respond = lambda body: "Yes" if "zebras" in body["messages"][-1]["content"] else "No"
     try:
-        scores = rank_papers(brief, PAPERS[:3], _llm(srv.base_url), mode="yesno")
+        scores = rank_papers(brief, PAPERS[:3], _llm(srv.base_url), mode=mode, embedder=Embedder())
     finally:
         srv.close()
     assert all(r["max_tokens"] == 1 and r["logprobs"] is True and r["top_logprobs"] == 10 for r in srv.requests)
@@ -273,6 +276,7 @@ def test_yes_no_without_log_probabilities(home):
     assert len({json.dumps(r["messages"][0]) for r in srv.requests}) == 1
     assert [s.kept for s in scores] == [True, False, False]
     assert [s.relevance for s in scores] == ["yes", "no", "no"] and scores[0].score == 10
+    assert all("no log-probabilities" in s.reason for s in scores)
 
 
 # -- the local model's recorded answers ---------------------------------------------------------------

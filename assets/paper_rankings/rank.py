@@ -170,21 +170,23 @@ def rank_by_signals(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str,
     if mode == "similarity" and on_done:
         on_done(len(papers))
     judged = [i for i, prob in enumerate(probs) if not isinstance(prob, str)]
-    # an endpoint without log-probabilities answers P(yes) 1 or 0: nothing to centre on
+    # an endpoint without log-probabilities answers P(yes) 1 or 0: its yes or no decides (the
+    # thresholds and the weight were tuned on graded probabilities)
     graded = mode == "similarity" or any(0.0 < probs[i] < 1.0 for i in judged)
     centred = CENTRED[mode] and graded
     values = dict(zip(judged, signal_values(mode, [probs[i] for i in judged], [sims[i] for i in judged],
-                                            centred=centred)))
+                                            centred=centred) if graded else [probs[i] for i in judged]))
     out = []
     for i, (p, prob, sim) in enumerate(zip(papers, probs, sims)):
         if isinstance(prob, str):
             out.append(_not_judged(p, mode, prob))
             continue
-        score = graded_score(values[i], signal_threshold(mode))
+        score = graded_score(values[i], signal_threshold(mode) if graded else 0.5)
         relevance = "n/a" if prob is None else "yes" if prob >= 0.5 else "no"
+        reason = (signal_reason(mode, prob, sim, values[i], centred) if graded else
+                  f"P(yes) {prob:.0f}: answered {relevance} (the endpoint gave no log-probabilities)")
         out.append(PaperScore(paper_id=p.paper_id, title=p.title, relevance=relevance, attribute_match="n/a",
-                              score=score, kept=is_kept(score),
-                              reason=signal_reason(mode, prob, sim, values[i], centred),
+                              score=score, kept=is_kept(score), reason=reason,
                               mode=mode))
     return out
 
