@@ -447,6 +447,8 @@ def render(rec: dict) -> str:
     copies = sum(bool(p.get("attribute_error") and "dropped" in p["attribute_error"])
                  for t in rec["topics"] for p in t["papers"])
     judged = sum("attribute_kept" in p for t in rec["topics"] for p in t["papers"])
+    attr_line = (f"- Attribute answers dropped as copies of the title or abstract after one re-ask: {copies}/{judged}."
+                 if judged else "- The attribute and naive modes were not run in this record (`--attributes 0`).")
     return "\n".join([
         "## ranking (LOTO)",
         "",
@@ -464,7 +466,7 @@ def render(rec: dict) -> str:
         *lines,
         "",
         *goal,
-        f"- Attribute answers dropped as copies of the title or abstract after one re-ask: {copies}/{judged}.",
+        attr_line,
         "",
         "Values tuned on the other topics, per held-out topic:",
         "",
@@ -472,7 +474,8 @@ def render(rec: dict) -> str:
         "",
         "Cost (server s: llama.cpp's own prompt + decode time; wall s: with the wait behind other work on the "
         f"shared cores; idle estimate: tokens evaluated at {PROMPT_TOK_S} prompt / {DECODE_TOK_S} decode tok/s). "
-        "The combined mode's cost is the yes/no pass plus the similarity (embedding) time:",
+        "The combined mode's cost is the yes/no pass plus the similarity (embedding) time; the first topic's "
+        "similarity time includes loading the embedding model:",
         "",
         *cost,
     ])
