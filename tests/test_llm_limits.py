@@ -219,3 +219,15 @@ def test_slot_file_semaphore_in_one_process(tmp_path):
     with ThreadPoolExecutor(6) as pool:
         used = list(pool.map(hold, range(6)))
     assert peak == 3 and set(used) <= {0, 1, 2}
+
+
+def test_limits_come_from_the_environment_per_endpoint(limits_env):
+    assert not limits_for("http://a:8000/v1").active          # nothing set: the client is left alone
+    limits_env.setenv("RESEARCHLOOP_LLM_MAX_CONCURRENCY", "3")
+    limits_env.setenv("RESEARCHLOOP_LLM_RPM", "90")
+    a, b = limits_for("http://a:8000/v1"), limits_for("http://b:8000/v1/")
+    assert a.active and (a.max_in_flight, a.rpm) == (3, 90.0)
+    assert a.folder != b.folder and a.folder == limits_for("http://a:8000/v1/").folder
+    limits_env.setenv("RESEARCHLOOP_LLM_MAX_CONCURRENCY", "0")
+    with pytest.raises(ValueError):
+        limits_for("http://a:8000/v1")

@@ -155,3 +155,35 @@ def test_tracker_round_close_and_image_through_the_server(mlflow_server, monkeyp
     got = MlflowClient(tracking_uri=url).get_run(run)
     assert got.info.status == "FINISHED" and got.data.metrics == {"best_accuracy": 0.93}
     assert [p.read_bytes() for p in art.rglob("progress.png")] == [b"\x89PNG fake"]
+
+
+def test_concurrent_writers_on_the_local_store(tmp_path):
+    """The default SQLite store: 8 threads open the same round's run and log an idea each; the
+    host file lock leaves one round run and every idea run under it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from resources.tracker import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    Tracker(tracking_uri=uri, artifact_root=str(tmp_path / "art")).experiment_id("toy")
+
+    def idea(i: int):
+        tracker = Tracker(tracking_uri=uri, artifact_root=str(tmp_path / "art"))  # one client per writer
+        parent = tracker.round_run("toy", "r1")
+        return parent, tracker.log_run("toy", f"idea {i}", {"researchloop.idea_id": f"toy/r1/{i}",
+                                                             "researchloop.kind": "idea"},
+                                       params={"i": i}, metrics={"accuracy": i / 10}, texts={"note.txt": str(i)},
+                                       parent_id=parent)
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(idea, range(8)))
+    assert len({p for p, _ in got}) == 1 and all(r for _, r in got)
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(tracking_uri=uri)
+    exp = c.get_experiment_by_name("researchloop/toy").experiment_id
+    assert len(c.search_runs([exp], "tags.`researchloop.kind` = 'round'")) == 1
+    ideas = c.search_runs([exp], "tags.`researchloop.kind` = 'idea'")
+    assert sorted(int(r.data.params["i"]) for r in ideas) == list(range(8))
+    assert {r.data.tags["mlflow.parentRunId"] for r in ideas} == {got[0][0]}
+    assert sorted(p.read_text() for p in (tmp_path / "art").rglob("note.txt")) == [str(i) for i in range(8)]
