@@ -41,8 +41,8 @@ def test_run_status_lineage(home, fake_llm):
     assert [t["run_id"] for t in timings["rounds"]] == [runs[0].run_id, runs[1].run_id]
     assert [(s["partition"], s["asset"]) for s in timings["stages"]][:3] == [
         ("toy_classification", "topic_brief"), ("toy_classification", "baseline_results"),
-        ("r1|toy_classification", "papers")]
-    assert len(timings["stages"]) == 2 + 2 * 8 and all(s["ok"] and s["seconds"] > 0 for s in timings["stages"])
+        ("r1|toy_classification", "round_reference")]
+    assert len(timings["stages"]) == 2 + 2 * 10 and all(s["ok"] and s["seconds"] > 0 for s in timings["stages"])
 
     # clean output: Python warnings and Dagster's event lines went to the log file, not the terminal
     log = Path(re.search(r"log \(warnings, Dagster events\): (\S+)", out).group(1))
