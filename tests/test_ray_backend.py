@@ -7,6 +7,7 @@ GPU): toy experiments run through run_with_repair with the Ray backend, a worker
 in the middle of an attempt (retried on the other node), a kill with no retries left is recorded
 as a failure with its reason, and a whole round with the fake LLM runs its experiments there."""
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -323,9 +324,9 @@ def test_a_round_runs_its_experiments_on_the_cluster(ray_cluster, home, fake_llm
     instance = dg.DagsterInstance.ephemeral()
     resources = make_resources(fake_llm.base_url, model="gpt-4o-mini")
     materialize_topic(instance, resources)
-    baseline_runs = list(ray_cluster.scratch.glob("researchloop-ray/*/attempt-*"))
-    assert baseline_runs                                             # the baseline ran on the cluster
-    watcher = ray_cluster.kill_when_running("", delay=0)             # any attempt of the round
+    logs = list((home / "dagster_home").rglob("*.stdout.log"))
+    assert logs and all(re.search(r"-ray\d+\.stdout\.log$", p.name) for p in logs)  # the baseline ran on Ray
+    watcher = ray_cluster.kill_when_running("", timeout=900, delay=0)  # any attempt of the round
     res = materialize_round(instance, resources, "r1")
     watcher.join(timeout=5)
     assert res.success
@@ -338,3 +339,5 @@ def test_a_round_runs_its_experiments_on_the_cluster(ray_cluster, home, fake_llm
         assert r.status in ("success", "failed", "not_implemented") and (r.status == "success" or r.reason or
                                                                            r.attempts and r.attempts[-1].error)
     assert sum(r.status == "success" for r in runs.values()) >= 1
+    logs = list((home / "dagster_home").rglob("*.stdout.log"))       # every run of the round too: none local
+    assert len(logs) > 3 and all(re.search(r"-ray\d+\.stdout\.log$", p.name) for p in logs)
