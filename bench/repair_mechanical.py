@@ -13,6 +13,8 @@ whose dry run passes after the suggestions, an upper bound of the repaired ones,
   .venv/bin/python -m bench.repair_mechanical        # all suites -> bench/records/repair_mechanical.json
   SUITES=pointcloud FULL_RUN=0 .venv/bin/python -m bench.repair_mechanical
   SUITES=image,sentiment FULL_TIMEOUT=1800 RECORD=repair_mechanical_full .venv/bin/python -m bench.repair_mechanical
+  SUITES=pointcloud ONLY=wrong_import_name RECORD=repair_mechanical_full_pointcloud \
+      .venv/bin/python -m bench.repair_mechanical
 """
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ def main() -> None:
     for suite in suites:
         spec = load_topic(ROOT / "experiments" / SUITES[suite])
         rows[suite] = []
-        for v in load_suite(suite):
+        only = [n for n in os.environ.get("ONLY", "").split(",") if n]
+        for v in [v for v in load_suite(suite) if not only or v["name"] in only]:
             r = repair_mechanically(v, spec, runner, max_repairs, full, timeout_s)
             rows[suite].append(r)
             print(f"{suite}/{v['name']}: dry run {'passes' if r['dry_run_ok'] else 'fails'}, full run "
@@ -78,7 +81,7 @@ def main() -> None:
         "rule": ("repaired = the dry run passes after the suggestions AND the repaired file's full run scores"
                  if full else "full runs not made (FULL_RUN=0): dry_run_passes is an upper bound of the repaired"),
         "full_run": full, "full_timeout_s": timeout_s if full else None,
-        "llm": None, "max_repairs": max_repairs, "totals": totals, "rows": rows})
+        "llm": None, "max_repairs": max_repairs, "only": os.environ.get("ONLY", ""), "totals": totals, "rows": rows})
     print(f"{path}: {totals}")
 
 
