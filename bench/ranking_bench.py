@@ -489,6 +489,8 @@ def main(argv=None) -> int:
                     help="papers per topic for the attribute and naive modes (slow on the local model; default: "
                          "all --n, 0: none)")
     ap.add_argument("--no-attributes", action="store_true", help="the same as --attributes 0")
+    ap.add_argument("--attributes-topics", default="", help="comma-separated topics the attribute and naive modes "
+                    "rank (default: all)")
     ap.add_argument("--no-write", action="store_true", help="print, do not write the record or bench/RESULTS.md")
     ap.add_argument("--render", action="store_true", help="re-render the section from the committed record")
     args = ap.parse_args(argv)
@@ -510,11 +512,13 @@ def main(argv=None) -> int:
     wanted = set(filter(None, args.topics.split(",")))
     entries = [e for e in entries if "missing" not in e and (not wanted or e["name"] in wanted)]
     attr_n = 0 if args.no_attributes else args.n if args.attributes < 0 else args.attributes
+    attr_topics = set(filter(None, args.attributes_topics.split(","))) or {e["name"] for e in entries}
     rec = {"script": "bench/ranking_bench.py", "date": today(), "machine": machine(),
            "machine_note": "2-core shared VM (other engineers' jobs ran at the same time)",
            "model": llm.model_name(), "n": args.n,
            "attributes_n": attr_n,
-           "topics": [rank_topic(e, args.n, llm, embedder, literature, attr_n) for e in entries]}
+           "topics": [rank_topic(e, args.n, llm, embedder, literature, attr_n if e["name"] in attr_topics else 0)
+                      for e in entries]}
     rec["analysis"] = analyse(rec)
     body = render(rec)
     print(body)
