@@ -341,3 +341,19 @@ def test_a_round_runs_its_experiments_on_the_cluster(ray_cluster, home, fake_llm
     assert sum(r.status == "success" for r in runs.values()) >= 1
     logs = list((home / "dagster_home").rglob("*.stdout.log"))       # every run of the round too: none local
     assert len(logs) > 3 and all(re.search(r"-ray\d+\.stdout\.log$", p.name) for p in logs)
+
+
+def test_scaleout_section_is_its_record_rendered():
+    """bench/RESULTS.md "scale-out" is bench/records/scaleout.json rendered, and its model adds up."""
+    import json
+
+    from bench.scaleout_bench import model_round, render
+    from resources.paths import REPO_ROOT
+
+    rec = json.loads((REPO_ROOT / "bench" / "records" / "scaleout.json").read_text())
+    text = (REPO_ROOT / "bench" / "RESULTS.md").read_text()
+    section = text.split("<!-- bench:scale-out:begin -->", 1)[1].split("<!-- bench:scale-out:end -->", 1)[0]
+    assert section.strip() == render(rec).strip()
+    assert all(a["ok"] for c in rec["configs"].values() for a in c["attempts"])
+    assert model_round(40.0, 1.0, gpus=8, ideas=8, chain=3) == 123.0      # one wave of chains
+    assert model_round(40.0, 1.0, gpus=8, ideas=9, chain=3) == 246.0      # a ninth idea waits for a free GPU
