@@ -133,6 +133,27 @@ def test_result_from_worker_maps_the_reply_onto_the_step(tmp_path):
     assert "node died" in Path(lost.stderr_path).read_text()
 
 
+def test_runner_sends_attempts_to_ray_only_when_chosen(ws, monkeypatch):
+    """RESEARCHLOOP_BACKEND=ray (read at each run) routes Runner.run to the backend with the
+    resource's limits and the caller's extra hidden dirs; unset, the local sandbox runs it."""
+    import resources.ray_backend as rb
+    from resources.runner import Runner, sandbox_available
+
+    seen = []
+    monkeypatch.setattr(rb, "run_on_ray", lambda cmd, wd, **kw: seen.append((cmd, wd, kw)) or lost_result(cmd, wd, "x"))
+    monkeypatch.setenv("RESEARCHLOOP_BACKEND", "ray")
+    r = Runner(memory_mb=1000, max_procs=64).run(["python", "-c", "pass"], ws, timeout_s=5, hide=["/srv/labels"])
+    assert r.killed_reason == LOST and len(seen) == 1
+    cmd, wd, kw = seen[0]
+    assert cmd == ["python", "-c", "pass"] and wd == ws and kw["memory_mb"] == 1000 and kw["hide"] == ["/srv/labels"]
+    assert kw["limits"]["max_procs"] == 64 and kw["limits"]["sandbox"] is Runner().sandboxed()
+    monkeypatch.setenv("RESEARCHLOOP_BACKEND", "local")
+    if Runner().sandboxed() and not sandbox_available()[0]:
+        return  # no bubblewrap here: the local half cannot run
+    assert Runner().run(["python", "-c", "print(7)"], ws, timeout_s=30).stdout_tail.strip() == "7"
+    assert len(seen) == 1
+
+
 # --------------------------------------------------------------------------- a real cluster
 
 SLOW_MARK = "# researchloop-ray-test: slow attempt"
