@@ -356,9 +356,14 @@ def test_rank_cli(home, fake_llm, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [x["paper_id"] for x in rows] == ["a", "b", "c"]
-    assert {x["paper_id"]: x["kept"] for x in rows} == {"a": True, "b": False, "c": True}
-    # the default mode: the fake endpoint answers yes / no without log-probabilities
     assert all(x["mode"] == DEFAULT_MODE and x["kept"] == (x["score"] >= 8) for x in rows)
+    assert all("similarity" in x["reason"] for x in rows) and any(x["kept"] for x in rows)
+
+    # the combined mode: the fake endpoint answers yes / no without log-probabilities
+    r = _rank_cli("--topic", "toy_classification", "--papers", str(papers), "--mode", "combined", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert {x["paper_id"]: x["kept"] for x in rows} == {"a": True, "b": False, "c": True}
     assert [x["relevance"] for x in rows] == ["yes", "no", "yes"] and all("P(yes)" in x["reason"] for x in rows)
 
     r = _rank_cli("--topic", "toy_classification", "--papers", str(papers), "--mode", "attributes", env=env)
@@ -406,11 +411,13 @@ def test_paper_rankings_asset_metadata(home, fake_llm):
     args = (to_frame(papers, Paper), to_frame([brief], TopicBrief))
     default = paper_rankings(dg.build_asset_context(), RankingConfig(), *args, llm=_llm(fake_llm.base_url),
                              embedder=Embedder())
-    assert default.metadata["mode"] == DEFAULT_MODE and default.metadata["kept"] == 1
-    table = default.metadata["rankings"].value
+    assert default.metadata["mode"] == DEFAULT_MODE and all(c.passed for c in default.check_results)
+    combined = paper_rankings(dg.build_asset_context(), RankingConfig(mode="combined"), *args,
+                              llm=_llm(fake_llm.base_url), embedder=Embedder())
+    table = combined.metadata["rankings"].value
     assert "P(yes)" in table and "attribute_match" not in table
-    assert [s.paper_id for s in from_frame(default.value, PaperScore) if s.kept] == ["a"]
-    assert all(c.passed for c in default.check_results)
+    assert [s.paper_id for s in from_frame(combined.value, PaperScore) if s.kept] == ["a"]
+    assert all(c.passed for c in combined.check_results)
     res = paper_rankings(dg.build_asset_context(), RankingConfig(mode="attributes"), *args,
                          llm=_llm(fake_llm.base_url), embedder=Embedder())
     table = res.metadata["rankings"].value

@@ -99,6 +99,6 @@ def test_analysis_and_section(rb):
     body = rb.render(rec)
     head, _, rest = body.partition("\n")
     assert head == "## ranking (LOTO)"
-    assert section_problems(head, rest) == ["record bench/records/ranking_loto.json does not exist"] or \
-        section_problems(head, rest) == []
+    # every other check passes (the record itself may be missing or uncommitted where this runs)
+    assert [x for x in section_problems(head, rest) if not x.startswith("record bench/records/ranking_loto.json")] == []
     assert "held-out (tuned on the other topics)" in body and "in-sample (tuned on all topics)" in body
