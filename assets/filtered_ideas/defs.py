@@ -53,7 +53,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
         return propose_more(llm, head, refs, effective, kept_papers, history, topic, round_key, missing, decided)
 
     with llm.track("filtered_ideas") as usage:
-        arena = arena_for(items, spec, captured.code, llm, log=context.log.info)  # None unless ideation.arena
+        arena = arena_for(items, spec, code, llm, log=context.log.info)  # None unless ideation.arena
         items = arena_order(items, arena)  # best rated first: the filters spend the budget on them
         filled = fill_round(items, bank, embedder.encode, novelty, cfg.independence_threshold,
                             spec.budget.ideas_per_round, cfg.refills, propose, log=context.log.info)
