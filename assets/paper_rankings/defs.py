@@ -23,9 +23,9 @@ class RankingConfig(dg.Config):
 
 @round_asset(
     "scores_consistent", "scores within 1-10 and kept exactly when score >= 8",
-    "Per paper: a 1-10 score, kept if >= 8, and the reason: by default the LLM's P(yes) that the paper is "
-    "relevant (token log-probabilities) combined with the abstract's similarity to the topic; optionally the "
-    "relevance category and task-attribute agreement.",
+    "Per paper: a 1-10 score, kept if >= 8, and the reason: by default the abstract's similarity to the topic "
+    "(centred on the papers ranked together); optionally the LLM's P(yes) that the paper is relevant (token "
+    "log-probabilities), their combination, or the relevance category and task-attribute agreement.",
     topic_inputs=("topic_brief",),
 )
 def paper_rankings(context: dg.AssetExecutionContext, config: RankingConfig, papers: pl.DataFrame,

@@ -277,9 +277,10 @@ def rank_papers(brief: TopicBrief, papers: list[Paper], llm: LLM, mode: str = DE
                 embedder: Embedder | None = None, batch: int | None = None, relevance_batch: int = RELEVANCE_BATCH,
                 on_done=None) -> list[PaperScore]:
     """Score each paper 1-10 and keep >= 8 (DOLPHIN 3.1). Modes:
-    - combined (default): P(yes) of a yes/no relevance question, read from the first answer
-      token's log-probabilities, combined with the cosine between the topic and the abstract;
-    - yesno: P(yes) alone; similarity: the abstract cosine alone (no LLM call);
+    - similarity (default): the cosine between the topic and the abstract, centred on the papers
+      given (no LLM call);
+    - yesno: P(yes) of a yes/no relevance question, read from the first answer token's
+      log-probabilities; combined: P(yes) and the similarity, weighted;
     - attributes: the LLM judges each paper's relevance to the topic (a category) and, in a
       second pass that does not show the topic, names the paper's own task / input / output (tied
       to the paper by id, copies of the title or abstract asked again, then dropped); the code
