@@ -72,7 +72,8 @@ def test_round_with_real_local_model(home, local_llm):
                          max_attempts=spec.budget.debug_attempts + 1) == []
 
     # LLM usage is real: the local server reported tokens, and the per-idea accounting adds up
-    meta = instance.get_latest_materialization_event(dg.AssetKey("paper_rankings")).asset_materialization.metadata
+    # (ideas: the default ranking, `similarity`, asks the LLM nothing; bench/RESULTS.md "ranking (LOTO)")
+    meta = instance.get_latest_materialization_event(dg.AssetKey("ideas")).asset_materialization.metadata
     assert meta["llm_calls"].value >= 1 and meta["prompt_tokens"].value > 0 and meta["completion_tokens"].value > 0
     fb_meta = instance.get_latest_materialization_event(dg.AssetKey("feedback_summary")).asset_materialization.metadata
     fb = rec["feedback"]
