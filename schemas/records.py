@@ -111,7 +111,8 @@ class ExperimentPlan(BaseModel):
     error: str | None = None
     functions: list[str] = Field(default_factory=list, description="the definitions of the file the plan "
                                  "changes (names found in the file; '<module>' for top-level statements): the "
-                                 "functions-format patch is asked to change these (assets/experiment_plans/planning.py)")
+                                 "functions-format patch is asked to change these "
+                                 "(assets/experiment_plans/planning.py)")
 
 
 class Draft(BaseModel):
