@@ -24,9 +24,10 @@ def reference(suite: str = "pointcloud") -> str:
     return load_topic(ROOT / "experiments" / SUITES[suite]).code_path.read_text()
 
 
-def load_suite(suite: str = "pointcloud") -> list[dict]:
-    """The variants, each with `code`: the reference with its bug applied."""
-    ref = reference(suite)
+def load_suite(suite: str = "pointcloud", ref: str | None = None) -> list[dict]:
+    """The variants, each with `code`: the reference (default: the topic's current file; `ref`:
+    another text of it, e.g. the one a record was made with) with its bug applied."""
+    ref = reference(suite) if ref is None else ref
     rows = [json.loads(l) for l in (ROOT / "bench" / "broken" / suite / "manifest.jsonl").read_text().splitlines()
             if l.strip()]
     for r in rows:
