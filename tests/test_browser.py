@@ -132,10 +132,16 @@ def test_ui_shows_asset_graph_verdicts_and_plot_in_chromium(home, fake_llm):
                            "/assets/feedback_summary?view=partitions&partition=" + urllib.parse.quote(PARTITION),
                            [PARTITION, "verdicts", *[f.idea_id for f in feedback]])
                 row = metadata_row(driver, "verdicts")
-                table = row.find_element(By.TAG_NAME, "table")
                 driver.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'start'})",
                                       row.find_element(By.XPATH, "./td[1]"))  # the label column stays in view
-                assert table.is_displayed()
+                if not row.find_elements(By.TAG_NAME, "table"):  # a wide table is behind its "Show Markdown" link
+                    row.find_element(By.XPATH, ".//a[contains(., 'Show Markdown')]").click()
+
+                def verdict_table(d):
+                    return next((t for t in d.find_elements(By.TAG_NAME, "table") if t.is_displayed()
+                                 and [th.text for th in t.find_elements(By.XPATH, "./thead/tr/th")][:2]
+                                 == ["idea_id", "verdict"]), False)
+                table = pages.wait(verdict_table, "the verdict table never rendered")
                 header = [th.text for th in table.find_elements(By.XPATH, "./thead/tr/th")]
                 assert header[:2] == ["idea_id", "verdict"], header
                 cells = [[td.text for td in tr.find_elements(By.XPATH, "./td")]
@@ -143,6 +149,9 @@ def test_ui_shows_asset_graph_verdicts_and_plot_in_chromium(home, fake_llm):
                 shown = {c[0]: c[1] for c in cells}
                 assert shown == {f.idea_id: f.verdict for f in feedback}
                 pages.shot("03-feedback-partition")
+                driver.switch_to.active_element.send_keys(Keys.ESCAPE)  # close the dialog, if one opened
+                pages.wait(lambda d: not [b for b in d.find_elements(By.CSS_SELECTOR, ".bp5-overlay-backdrop")
+                                          if b.is_displayed()], "the verdict table's dialog never closed")
 
                 for label in images:  # each image entry renders as a loaded <img> (inline or in its dialog)
                     pages.step = f"04-{label}"
