@@ -23,19 +23,9 @@ TYPO = REPO_ROOT / "tests" / "fixtures" / "typo_method" / "train.py"
 # what the small model answered for the typo: the corrected line alone, which the functions
 # format cannot place (it is neither a definition nor a top-level block)
 UNPLACEABLE = "```python\n            model.train_step(x, y)\n```"
-WHOLE_MAIN = "```python\n" + textwrap.dedent("""\
-    def main():
-        rng = random.Random(0)
-        data = [(x, 3 * x) for x in (rng.uniform(-1, 1) for _ in range(50))]
-        model = Model()
-        for _ in range(20):
-            for x, y in data:
-                model.train_step(x, y)
-        mse = sum((model.predict(x) - y) ** 2 for x, y in data) / len(data)
-        print(f"mse {mse:.4f}")
-        with open("result.json", "w") as f:
-            json.dump({"mse": mse}, f)
-    """) + "```"
+# the fix as a changed definition: the fixture's main() with the method name corrected
+WHOLE_MAIN = ("```python\n" + TYPO.read_text().split("\n\n\nif __name__")[0].split("\n\n\n")[-1]
+              .replace("train_stepp", "train_step") + "\n```")
 # a fix that rewrites the faulty line without fixing it: the same error again
 SAME_ERROR = "```python\ndef scale(values, factor):\n    return sum(list(values)) * factr\n```"
 
