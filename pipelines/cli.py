@@ -298,7 +298,7 @@ def _run(args, console) -> int:
                           "wait for it or cancel it in the UI", highlight=False)
             return 3
         for rk in set_aside_unrecorded_rounds(instance, record_store(), spec.name, log=lambda m: None):
-            console.print(f"{rk}: its feedback record was stored by a run that died before Dagster recorded it: "
+            console.print(f"{rk}: its end-of-round record was stored by a run that died before Dagster recorded it: "
                           "set aside, the round runs again", highlight=False)
         return drive(args, console, instance, spec, last)
     finally:
@@ -325,7 +325,7 @@ def drive(args, console, instance, spec, last: int) -> int:
     )
     from pipelines.definitions import build_resources
     from pipelines.jobs import research_round_with_resources, topic_setup_with_resources
-    from pipelines.loop import decide_next_round
+    from pipelines.loop import decide_next_round, round_finished
     from resources.devices import parallel_limit
     from resources.local_llm import server_status
     from resources.store import record_store
@@ -382,8 +382,8 @@ def drive(args, console, instance, spec, last: int) -> int:
                 console.print(f"set-up of {spec.name} already materialised", highlight=False)
             n = args.start
             while failed is None:
-                while n <= last and store.path("feedback_summary", spec.name, f"r{n}").exists():
-                    console.print(f"r{n} already has feedback: not run again", highlight=False)
+                while n <= last and round_finished(store, spec.name, f"r{n}"):
+                    console.print(f"r{n} already finished: not run again", highlight=False)
                     progress.advance(task, len(round_stages))
                     n += 1
                 rk, why = decide_next_round(instance, spec, store, f"r{n - 1}" if n > 1 else None)

@@ -98,29 +98,32 @@ def topic_busy(instance: dg.DagsterInstance, topic: str, exclude: set[str] = fro
 
 def set_aside_unrecorded_rounds(instance: dg.DagsterInstance, store, topic: str,
                                 log: Callable[[str], object] = print) -> list[str]:
-    """Rounds of `topic` whose feedback_summary record is on disk but whose materialisation
-    Dagster never recorded, because the run that wrote it died in between (the IO manager renames
-    the record into place, then the event is written; a SIGKILL can fall between the two): the
-    CLI skipped such a round ("already has feedback") while the catalogue, the sensors and the
-    stop rules' usage never saw it. Its record is moved aside (`.<round>.parquet.unrecorded`,
-    kept for inspection), so the round runs again and records itself; its LLM answers come from
-    the cache and its experiments from their memos. Only rounds whose latest run failed count (a
-    record with no run at all, e.g. one a test or tool wrote, is left alone). Call it holding the
-    topic's lock, with no run of the topic in flight. Returns the rounds set aside."""
+    """Rounds of `topic` with an end-of-round record (feedback_summary, best_code) on disk whose
+    materialisation Dagster never recorded, because the run that wrote it died in between (the IO
+    manager renames the record into place, then the event is written; a SIGKILL can fall between
+    the two): the CLI took such a round for finished while the catalogue, the sensors and the stop
+    rules' usage never saw it. The record is moved aside (`.<round>.parquet.unrecorded`, kept for
+    inspection), so the round runs again and records itself; its LLM answers come from the cache
+    and its experiments from their memos. Only rounds whose latest run failed count (a record with
+    no run at all, e.g. one a test or tool wrote, is left alone). Call it holding the topic's lock,
+    with no run of the topic in flight. Returns the rounds set aside."""
     from assets.shared.partitions import multi_key
+    from pipelines.loop import ROUND_END
 
-    recorded = instance.get_materialized_partitions(dg.AssetKey("feedback_summary"))
-    moved = []
-    for rk in store.rounds("feedback_summary", topic):
-        pk = str(multi_key(topic, rk))
-        if pk in recorded:
-            continue
-        last = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": pk}), limit=1)
-        if not last or last[0].status != dg.DagsterRunStatus.FAILURE:
-            continue
-        p = store.path("feedback_summary", topic, rk)
-        p.replace(p.with_name(f".{p.name}.unrecorded"))
-        log(f"{topic} {rk}: its feedback record was stored by run {last[0].run_id}, which died before Dagster "
-            "recorded it: set aside, the round runs again")
-        moved.append(rk)
+    moved: list[str] = []
+    for asset in ("feedback_summary", ROUND_END):
+        recorded = instance.get_materialized_partitions(dg.AssetKey(asset))
+        for rk in store.rounds(asset, topic):
+            pk = str(multi_key(topic, rk))
+            if pk in recorded:
+                continue
+            last = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": pk}), limit=1)
+            if not last or last[0].status != dg.DagsterRunStatus.FAILURE:
+                continue
+            p = store.path(asset, topic, rk)
+            p.replace(p.with_name(f".{p.name}.unrecorded"))
+            log(f"{topic} {rk}: its {asset} record was stored by run {last[0].run_id}, which died before Dagster "
+                "recorded it: set aside, the round runs again")
+            if rk not in moved:
+                moved.append(rk)
     return moved

@@ -5,15 +5,42 @@ from __future__ import annotations
 from resources.store import Store, round_number
 from schemas.topic import TopicSpec
 
+ROUND_END = "best_code"  # the last asset of a round (assets.ROUND_ASSETS): a round is finished when it is stored
+
+
+def round_finished(store: Store, topic: str, round_key: str) -> bool:
+    """Whether a round is finished: its last asset, best_code, is stored. A run killed (or failed)
+    between feedback_summary and best_code leaves a round with feedback but no best_code; it is
+    not finished and runs again (from its LLM cache and experiment memos), or the next round's
+    round_reference would find the chain of best code broken. A round stored before stacking
+    existed (feedback but no round_reference) counts as finished by its feedback."""
+    if store.path(ROUND_END, topic, round_key).exists():
+        return True
+    return (store.path("feedback_summary", topic, round_key).exists()
+            and not round_started(store, topic, round_key))
+
+
+def round_started(store: Store, topic: str, round_key: str) -> bool:
+    """Whether a round's first asset, round_reference, is stored."""
+    return store.path("round_reference", topic, round_key).exists()
+
+
+def round_unfinished(store: Store, topic: str, round_key: str) -> bool:
+    """Started (round_reference stored) and not finished (no best_code): a round a run left
+    midway, which must run again before the next round can start."""
+    return round_started(store, topic, round_key) and not round_finished(store, topic, round_key)
+
 
 def next_round(spec: TopicSpec, store: Store, finished_round: str | None) -> str | None:
     """The round to start after `finished_round` (None: after the topic's set-up), or None when
-    the round budget is spent or that round already has feedback."""
+    the round budget is spent, `finished_round` is not finished, or the next round is."""
     n = 1 if finished_round is None else round_number(finished_round) + 1
     if n > spec.budget.rounds:
         return None
+    if finished_round is not None and round_unfinished(store, spec.name, finished_round):
+        return None  # it runs again before the next one
     rk = f"r{n}"
-    if store.path("feedback_summary", spec.name, rk).exists():
+    if round_finished(store, spec.name, rk):
         return None
     return rk
 
@@ -57,7 +84,9 @@ def decide_next_round(instance, spec: TopicSpec, store: Store, finished_round: s
     if rk is None:
         if n > spec.budget.rounds:
             return None, f"round budget spent ({n - 1}/{spec.budget.rounds})"
-        return None, f"r{n} already has feedback"
+        if finished_round is not None and round_unfinished(store, spec.name, finished_round):
+            return None, f"{finished_round} is not finished (no {ROUND_END} stored): it runs again first"
+        return None, f"r{n} is already finished"
     why = topic_stop_reason(instance, spec, store)
     if why is not None:
         return None, why

@@ -5,7 +5,7 @@ import dagster as dg
 from assets.shared.partitions import multi_key, round_partitions, topic_partitions
 from pipelines.guards import TOPIC_TAG, fail_stale_runs, lock_held, topic_busy
 from pipelines.jobs import research_round_job, topic_setup_job
-from pipelines.loop import decide_next_round
+from pipelines.loop import ROUND_END, decide_next_round
 from resources.paths import experiments_root
 from resources.store import record_store, split_partition_key
 from schemas.topic import TopicSpecError, discover_topics, load_topic
@@ -102,8 +102,8 @@ def _decide(instance, topic: str, finished: str | None, run_id: str, store, log)
 
 
 @dg.sensor(job=research_round_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Starts round 1 after a topic's baseline, and round r+1 when round r's feedback_summary "
-                       "lands, until a stop rule holds: the round budget, the token or cost budget, or no "
+           description="Starts round 1 after a topic's baseline, and round r+1 when round r is finished (its "
+                       "best_code lands), until a stop rule holds: the round budget, the token or cost budget, or no "
                        "improvement in `patience` rounds (topic.yaml budget). Waits while a `researchloop run` "
                        "drives the topic or one of its runs is in flight.")
 def round_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
@@ -117,7 +117,8 @@ def round_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         log.warning(f"stale-run cleanup failed: {type(e).__name__}: {e}")
     store = record_store()
     todo = [tuple(d) for d in cursors.pop("deferred", [])]  # busy topics from earlier ticks
-    for asset in ("baseline_results", "feedback_summary"):
+    # feedback_summary too: a round stored before stacking existed ends with it (pipelines.loop.round_finished)
+    for asset in ("baseline_results", "feedback_summary", ROUND_END):
         found, cursors[asset] = _candidates(context.instance, asset, cursors.get(asset), log)
         todo += found
     wanted: dict[tuple[str, str], None] = {}

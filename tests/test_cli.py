@@ -54,7 +54,7 @@ def test_run_status_lineage(home, fake_llm):
     # run again: both rounds are done, the set-up too: nothing is launched
     again = _cli("run", "--topic", "toy_classification", "--rounds", "2", env=env)
     assert again.returncode == 0, again.stdout[-3000:]
-    assert "r1 already has feedback" in again.stdout and "r2 already has feedback" in again.stdout
+    assert "r1 already finished" in again.stdout and "r2 already finished" in again.stdout
     assert len(instance.get_runs()) == 3
 
     r = _cli("status", env=env)

@@ -166,7 +166,7 @@ def test_round_sensor_after_feedback_requests_next_round(exp, instance):
     (add,) = r.dynamic_partitions_requests
     assert add.partitions_def_name == "rounds" and list(add.partition_keys) == ["r2"]
     assert r.skip_reason is None
-    assert set(json.loads(r.cursor)) == {"baseline_results", "feedback_summary"}
+    assert set(json.loads(r.cursor)) == {"baseline_results", "feedback_summary", "best_code"}
 
     again = round_sensor(dg.build_sensor_context(instance=instance, cursor=r.cursor))
     assert again.run_requests == [] and again.dynamic_partitions_requests == []
@@ -350,3 +350,62 @@ def test_topic_sensor_sets_up_a_changed_topic_again_once_per_change(home, instan
     assert second[0].run_key.startswith(f"setup:{TOPIC}:")
     assert [r.partition_key for r in first] == [TOPIC]
     assert first[0].run_key != second[0].run_key  # each change has its own run key
+
+
+def test_a_round_with_feedback_but_no_best_code_is_not_finished(home, instance):
+    """A run killed between feedback_summary and best_code: the round runs again (the CLI and the
+    sensor both), and the next round is not started on top of a broken chain of best code."""
+    from pipelines.loop import decide_next_round, round_finished
+    from schemas.frames import to_frame
+    from schemas.records import Feedback
+
+    s, st = spec(home), store(home)
+    st.write(to_frame([], Feedback), "feedback_summary", TOPIC, "r1")
+    st.write(pl.DataFrame({"x": [1]}), "round_reference", TOPIC, "r1")  # only its presence counts
+    assert not round_finished(st, TOPIC, "r1")
+    assert next_round(s, st, None) == "r1"  # the CLI runs r1 again
+    assert next_round(s, st, "r1") is None
+    rk, why = decide_next_round(instance, s, st, "r1")
+    assert rk is None and "r1 is not finished (no best_code stored)" in why
+
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    instance.report_runless_asset_event(feedback_event("r1"))
+    r = round_sensor(dg.build_sensor_context(instance=instance))
+    assert r.run_requests == []  # feedback alone does not start r2
+
+    st.write(pl.DataFrame({"x": [1]}), "best_code", TOPIC, "r1")
+    assert round_finished(st, TOPIC, "r1")
+    instance.report_runless_asset_event(dg.AssetMaterialization(
+        asset_key="best_code", partition=str(dg.MultiPartitionKey({"topic": TOPIC, "round": "r1"}))))
+    r = round_sensor(dg.build_sensor_context(instance=instance, cursor=r.cursor))
+    assert [rr.partition_key for rr in r.run_requests] == [f"r2|{TOPIC}"]
+
+
+def test_an_uncatalogued_best_code_is_set_aside_so_the_round_runs_again(home, instance):
+    """A SIGKILL between best_code's rename and its event: the store says r1 is finished, Dagster
+    never recorded it. The record is set aside (kept), so the round runs again and records itself."""
+    from dagster._core.test_utils import create_run_for_test
+
+    from pipelines.guards import set_aside_unrecorded_rounds
+    from pipelines.loop import round_finished
+
+    st = store(home)
+    pk = str(dg.MultiPartitionKey({"topic": TOPIC, "round": "r1"}))
+    for asset in ("round_reference", "best_code"):
+        st.write(pl.DataFrame({"x": [1]}), asset, TOPIC, "r1")
+    assert round_finished(st, TOPIC, "r1")
+    ok = create_run_for_test(instance, job_name="research_round", status=dg.DagsterRunStatus.SUCCESS,
+                             tags={"dagster/partition": pk})
+    assert set_aside_unrecorded_rounds(instance, st, TOPIC, log=lambda m: None) == []  # its last run did not die
+    create_run_for_test(instance, job_name="research_round", status=dg.DagsterRunStatus.FAILURE,
+                        tags={"dagster/partition": pk})
+    said: list[str] = []
+    assert set_aside_unrecorded_rounds(instance, st, TOPIC, log=said.append) == ["r1"]
+    assert "best_code record" in said[0] and ok.run_id not in said[0]
+    assert not round_finished(st, TOPIC, "r1")
+    assert (st.path("best_code", TOPIC, "r1").parent / ".r1.parquet.unrecorded").exists()
+
+    st.write(pl.DataFrame({"x": [1]}), "best_code", TOPIC, "r1")  # the re-run, recorded this time
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key="best_code", partition=pk))
+    assert set_aside_unrecorded_rounds(instance, st, TOPIC, log=lambda m: None) == []

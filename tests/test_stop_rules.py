@@ -146,7 +146,7 @@ def test_cli_and_sensor_stop_for_the_same_reason(home, monkeypatch, capsys, budg
 
     assert cli.main(["run", "--topic", TOPIC]) == 0
     out = capsys.readouterr().out
-    assert "r1 already has feedback: not run again" in out
+    assert "r1 already finished: not run again" in out
     assert "set-up of toy_classification already materialised" in out
     assert f"stopped before r2: {reason}" in out
     assert instance.get_runs() == []  # neither a set-up nor a round run was launched
