@@ -207,3 +207,40 @@ def test_a_round_of_near_copies_refills_to_its_budget(home):
     assert "Propose 2 different ideas" in refill and "- sign_flip: Flip the sign" in refill
     assert "cosine" in refill.split("were dropped by the filters")[1]
     assert "This round already keeps these ideas:\n- warmup" in refill
+
+
+def test_title_key_names_the_same_idea_in_other_words():
+    from assets.filtered_ideas.filtering import repeated, title_key
+
+    assert title_key("Regularization Parameter Tuning") == title_key("Tuning the regularization parameters")
+    assert title_key("Feature Selection") == title_key("feature-selection")
+    assert title_key("Feature Selection") != title_key("Feature Scaling")
+    assert title_key("Loss") == title_key("loss") and title_key("Class Weights") == title_key("class weight")
+    tried = [("t/r1/fs", "Feature Selection", "maintenance"), ("t/r1/rt", "Regularization Tuning", "failed")]
+    assert repeated("Selection of features", tried) == tried[0]
+    assert repeated("Tuning of the regularization", tried) == tried[1]
+    assert repeated("Early Stopping", tried) is None and repeated("", tried) is None
+
+
+def test_an_idea_repeating_an_earlier_tried_one_is_dropped_and_refilled():
+    """A small model re-proposes an earlier idea under its old title with a vaguer summary the
+    embeddings do not match (the diabetes run: "Feature Selection" in r1 and r2): the repeat rule
+    drops it, whatever its earlier verdict, and also a second idea of the same title this round."""
+    def titled(name, title, summary):
+        return idea(name, summary, "r2").model_copy(update={"title": title})
+
+    tried = [("t/r1/fs", "Feature Selection", "maintenance"), ("t/r1/bt", "Better Training", "improvement")]
+    first = [titled("fs2", "Feature selection", "b"), titled("bt2", "better training", "c"),
+             titled("new", "Class Weights", "d"), titled("new_again", "Class weight", "a2")]
+    propose = Proposer([titled("fresh", "Early Stopping", "f")])
+    nov = Novelty({})
+    filled = fill_round(first, [], embed, nov, threshold=0.8, budget=2, refills=1, propose=propose, tried=tried)
+    by = {i.name: i for i in filled.ideas}
+    assert [n for n, i in by.items() if i.kept] == ["new", "fresh"]
+    assert by["fs2"].drop_reason == "repeats t/r1/fs ('Feature Selection', maintenance)"
+    assert by["fs2"].independent  # the embeddings alone would have kept it
+    assert by["bt2"].drop_reason.startswith("repeats t/r1/bt")
+    assert by["new_again"].drop_reason.startswith(f"repeats {TOPIC}/r2/new ('Class Weights', kept this round)")
+    assert nov.asked == ["new", "fresh"]  # repeats cost no novelty search
+    assert [(m, k) for m, k, _ in propose.calls] == [(1, 1)]
+    assert "repeats" in propose.calls[0][2][0][2]  # the refill was told why

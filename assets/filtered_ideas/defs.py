@@ -37,6 +37,8 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
     items = from_frame(ideas, Idea)
     history = read_history(store, topic, round_key)
     bank = history.bank(BANK_VERDICTS[cfg.bank])
+    # the repeat rule looks at every idea earlier rounds ran, unless the bank is this round's only
+    tried = [] if cfg.bank == "none" else [(f.idea_id, f.title, f.verdict) for f in history.feedback]
 
     def novelty(item: Idea) -> NoveltyOutcome:
         return novelty_check(spec.title, item.title, item.summary,
@@ -56,7 +58,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
         arena = arena_for(items, spec, code, llm, log=context.log.info)  # None unless ideation.arena
         items = arena_order(items, arena)  # best rated first: the filters spend the budget on them
         filled = fill_round(items, bank, embedder.encode, novelty, cfg.independence_threshold,
-                            spec.budget.ideas_per_round, cfg.refills, propose, log=context.log.info)
+                            spec.budget.ideas_per_round, cfg.refills, propose, log=context.log.info, tried=tried)
     for e in filled.refill_errors:
         context.log.warning(f"idea refill failed: {e}")
     out = with_ratings(filled.ideas, arena)  # refilled ideas were not in the arena: no rating

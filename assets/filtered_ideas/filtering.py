@@ -11,15 +11,39 @@ from assets.filtered_ideas.similarity import independence_filter
 from schemas.records import Feedback, FilteredIdea, Idea
 
 OVER_BUDGET = "over the round's budget"
+REPEATS = "repeats"
+
+# words that do not tell two idea titles apart ("Tuning the Regularization Parameter" is
+# "Regularization Parameter Tuning")
+_TITLE_FILLER = frozenset("a an the of for to and with in on by via using use based from into as its at".split())
+
+
+def title_key(title: str) -> frozenset[str]:
+    """The words of an idea title that say what it is: lower case, no filler words, a trailing
+    plural `s` dropped. Two titles with the same key name the same idea."""
+    words = "".join(c if c.isalnum() else " " for c in title.lower()).split()
+    return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+                     for w in words if w not in _TITLE_FILLER)
+
+
+def repeated(title: str, tried: Sequence[tuple[str, str, str]]) -> tuple[str, str, str] | None:
+    """The first (idea_id, title, verdict) of `tried` whose title names the same idea, or None."""
+    key = title_key(title)
+    return next((t for t in tried if key and title_key(t[1]) == key), None)
 
 
 def filter_ideas(items: list[Idea], bank: list[Feedback], embed: Callable[[list[str]], np.ndarray],
                  novelty: Callable[[Idea], NoveltyOutcome], threshold: float = 0.8,
                  keep_at_most: int | None = None, log: Callable[[str], None] = lambda _: None,
-                 earlier: Sequence[FilteredIdea] = (), proposal: int = 0) -> list[FilteredIdea]:
-    """Independence (Algorithm 1 over summary embeddings, bank = `bank`), then the novelty check
-    for the independent ideas, in order, until `keep_at_most` are kept (the round's budget when
-    the brainstorm path doubled the candidates); every idea is recorded with its reason.
+                 earlier: Sequence[FilteredIdea] = (), proposal: int = 0,
+                 tried: Sequence[tuple[str, str, str]] = ()) -> list[FilteredIdea]:
+    """Independence (Algorithm 1 over summary embeddings, bank = `bank`), then the repeat rule,
+    then the novelty check for the independent ideas, in order, until `keep_at_most` are kept (the
+    round's budget when the brainstorm path doubled the candidates); every idea is recorded with
+    its reason. The repeat rule drops an idea whose title names the same idea (title_key) as one
+    earlier rounds already ran (`tried`: (idea_id, title, verdict), any verdict) or as one this
+    round kept: a small model re-proposes "Feature Selection" with a vaguer summary that the
+    embeddings no longer match, and running it again spends a round's budget on a known answer.
     `earlier`: this round's ideas already decided (a refill continues Algorithm 1 after them:
     their independent ones are in the bank, their kept ones count against `keep_at_most`);
     `proposal`: recorded on each idea (0: the ideas asset's proposals, k: the k-th refill)."""
@@ -32,10 +56,13 @@ def filter_ideas(items: list[Idea], bank: list[Feedback], embed: Callable[[list[
     decisions = independence_filter(vecs, [i.idea_id for i in items], bank_vecs, [i for i, _ in entries], threshold)
     out: list[FilteredIdea] = []
     kept = sum(e.kept for e in earlier)
+    this_round = [(e.idea_id, e.title, "kept this round") for e in earlier if e.kept]
     for item, d in zip(items, decisions):
         nov, drop = NoveltyOutcome(novel=None), None
         if not d.independent:
             drop = f"too similar to {d.nearest} (cosine {d.max_similarity:.2f} >= {threshold})"
+        elif rep := repeated(item.title, [*tried, *this_round]):
+            drop = f"{REPEATS} {rep[0]} ({rep[1]!r}, {rep[2]})"
         elif keep_at_most is not None and kept >= keep_at_most:
             drop = f"{OVER_BUDGET} of {keep_at_most} ideas"
             nov.reason = "not checked: budget reached"
@@ -46,6 +73,8 @@ def filter_ideas(items: list[Idea], bank: list[Feedback], embed: Callable[[list[
             elif nov.error and not nov.decided:
                 log(f"{item.name}: novelty undecided, kept: {nov.error}")
         kept += drop is None
+        if drop is None:
+            this_round.append((item.idea_id, item.title, "kept this round"))
         out.append(FilteredIdea(
             **item.model_dump(), max_similarity=d.max_similarity, nearest_bank_idea=d.nearest,
             independent=d.independent, novel=nov.novel, novelty_reason=nov.reason,
@@ -77,13 +106,13 @@ def dropped_by_filters(decided: Sequence[FilteredIdea]) -> list[FilteredIdea]:
 def fill_round(items: list[Idea], bank: list[Feedback], embed: Callable[[list[str]], np.ndarray],
                novelty: Callable[[Idea], NoveltyOutcome], threshold: float, budget: int, refills: int,
                propose: Callable[[int, int, list[FilteredIdea]], tuple[list[Idea], str | None]],
-               log: Callable[[str], None] = lambda _: None) -> Filled:
+               log: Callable[[str], None] = lambda _: None, tried: Sequence[tuple[str, str, str]] = ()) -> Filled:
     """filter_ideas on the ideas asset's proposals; then, while fewer than `budget` are kept and
     fewer than `refills` extra calls were made, `propose(missing, k, decided)` (k = 1, 2, ...; it
     returns new ideas and an error or None) asks for `missing` more ideas, told what `decided` holds,
     and its ideas are filtered after the earlier ones (the same filters, continuing Algorithm 1).
     A refill that brings no idea ends the refills."""
-    out = filter_ideas(items, bank, embed, novelty, threshold, keep_at_most=budget, log=log)
+    out = filter_ideas(items, bank, embed, novelty, threshold, keep_at_most=budget, log=log, tried=tried)
     filled = Filled(out)
     for k in range(1, refills + 1):
         missing = budget - filled.kept
@@ -98,5 +127,5 @@ def fill_round(items: list[Idea], bank: list[Feedback], embed: Callable[[list[st
         if not new:
             break
         filled.ideas += filter_ideas(new, bank, embed, novelty, threshold, keep_at_most=budget, log=log,
-                                     earlier=filled.ideas, proposal=k)
+                                     earlier=filled.ideas, proposal=k, tried=tried)
     return filled
