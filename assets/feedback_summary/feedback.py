@@ -1,10 +1,12 @@
 """feedback_summary (DOLPHIN 3.3): improvement / maintenance / decline against the baseline.
 Effective ideas go into the next round's idea prompt; ineffective ones into the idea bank."""
 
+from collections.abc import Callable
+
 from assets.feedback_summary import prompts as feedback_prompts
 from assets.feedback_summary.verdicts import judge_seeds
 from assets.shared.metadata import Usage, md_table, share_usage
-from resources.llm import LLM
+from resources.llm import LLM, RejectedAnswer
 from resources.store import RecordStore, Store
 from schemas.frames import from_frame
 from schemas.llm_outputs import RoundAnalysis
@@ -152,14 +154,32 @@ def lineage_table(ideas: list[FilteredIdea], results: list[RunResult], rows: lis
                             "attempts", "verdict", "mlflow_run"])
 
 
+def grounded_analysis(rows: list[Feedback]) -> Callable[[str], RoundAnalysis]:
+    """The parser of the round analysis: a RoundAnalysis whose `worked` names no idea of the round
+    that was not judged an improvement. The next round's ideas prompt quotes the analysis, and a
+    small model that reads "Worked: <an idea that crashed>" proposes that idea again; such an answer
+    is rejected (kind `ungrounded`), so the model is asked again, told which verdicts it got wrong."""
+    def parse(text: str) -> RoundAnalysis:
+        a = RoundAnalysis.model_validate_json(text)
+        worked = a.worked.lower()
+        wrong = [f"{f.title!r} ({f.verdict})" for f in rows
+                 if f.verdict != "improvement" and f.title.strip() and f.title.lower() in worked]
+        if wrong:
+            raise RejectedAnswer("ungrounded", f"`worked` names ideas that did not improve the metric: "
+                                 f"{', '.join(wrong)}; only ideas judged improvement worked")
+        return a
+    return parse
+
+
 def analyse_round(spec, baseline: float, rows: list[Feedback], llm: LLM) -> tuple[str, str | None]:
-    """(analysis text, error): the LLM's few sentences on what worked and why; empty on failure."""
+    """(analysis text, error): the LLM's few sentences on what worked and why (grounded in the
+    verdicts, `grounded_analysis`); empty on failure."""
     if not rows:
         return "", None
     res = llm.complete(feedback_prompts.analyse(
         spec.title, spec.metric.name, spec.metric.goal, baseline,
         [(f.title, f.summary, f.verdict, f.reason) for f in rows]), stage="feedback_summary",
-        schema=RoundAnalysis, max_tokens=300)
+        schema=RoundAnalysis, parse=grounded_analysis(rows), max_tokens=300)
     if not res.ok:
         return "", res.error
     a: RoundAnalysis = res.value
