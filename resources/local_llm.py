@@ -495,19 +495,37 @@ def _stop_locked(cache: Path) -> bool:
     return stopped
 
 
-def _server_cmd(model_path: Path, port: int, ctx_size: int, threads: int, alias: str) -> list[str]:
+def _server_cmd(model_path: Path, port: int, ctx_size: int, threads: int, alias: str,
+                speculative: str = "none") -> list[str]:
     return [
         sys.executable, "-m", "resources.local_llm", "serve",
         "--model", str(model_path), "--port", str(port),
         "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", alias,
-    ]
+    ] + (["--speculative", speculative] if speculative != "none" else [])
+
+
+# Speculative decoding without a draft model (llama.cpp's n-gram drafts: the next tokens are
+# guessed from earlier text of the prompt and answer, then verified in one batch). It pays where an
+# answer copies its prompt (a patch rewriting a function it was shown); bench/speculative_bench.py
+# measures each kind on recorded requests. RESEARCHLOOP_LLM_SPECULATIVE picks one.
+SPECULATIVE = ("none", "ngram_simple", "ngram_mod", "ngram_map_k")
+DEFAULT_SPECULATIVE = "none"
+
+
+def speculative_kind(kind: str | None = None) -> str:
+    """The speculative decoding kind: `kind`, else RESEARCHLOOP_LLM_SPECULATIVE, else the default."""
+    k = (kind or settings().llm_speculative or DEFAULT_SPECULATIVE).lower()
+    if k not in SPECULATIVE:
+        raise ValueError(f"RESEARCHLOOP_LLM_SPECULATIVE={k!r}: one of {', '.join(SPECULATIVE)}")
+    return k
 
 
 PORT_TRIES = 3  # a port taken between picking and binding is replaced this many times
 
 
 def _start_locked(
-    cache: Path, name: str, model_path: Path, ctx_size: int, threads: int, timeout: float
+    cache: Path, name: str, model_path: Path, ctx_size: int, threads: int, timeout: float,
+    speculative: str = "none",
 ) -> dict:
     log_path = cache / _LOG
     env = dict(os.environ)
@@ -526,7 +544,7 @@ def _start_locked(
     t0 = time.monotonic()
     for port_try in range(1, PORT_TRIES + 1):
         port = _free_port()
-        cmd = _server_cmd(model_path, port, ctx_size, threads, name)
+        cmd = _server_cmd(model_path, port, ctx_size, threads, name, speculative)
         with open(log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
             log.flush()
@@ -575,6 +593,7 @@ def _start_locked(
         "base_url": f"http://127.0.0.1:{port}/v1",
         "ctx_size": ctx_size,
         "threads": threads,
+        "speculative": speculative,
         "log": str(log_path),
         "started_at": time.time(),
         "startup_s": round(time.monotonic() - t0, 2),
@@ -628,14 +647,16 @@ def ensure_server(
     timeout: float = 180.0,
     progress: bool = False,
     lease: bool = True,
+    speculative: str | None = None,
 ) -> str:
     """Return the base_url (``http://127.0.0.1:PORT/v1``) of a healthy shared server, and (with
     ``lease``) record that this process uses it.
 
     Reuses the server recorded in ``<cache>/server.json`` only if it serves the same
-    model/ctx/threads and passes every identity check (:func:`is_ours`); otherwise stops it
-    (only if it is our launcher) and starts a new one.
+    model/ctx/threads/speculative decoding and passes every identity check (:func:`is_ours`);
+    otherwise stops it (only if it is our launcher) and starts a new one.
     """
+    speculative = speculative_kind(speculative)
     cache = _cache(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     model_path = assemble_model(name, cache, progress=progress)
@@ -647,6 +668,7 @@ def ensure_server(
                 state.get("model_path") == str(model_path)
                 and state.get("ctx_size") == ctx_size
                 and state.get("threads") == threads
+                and state.get("speculative", "none") == speculative
             )
             if same and is_ours(state):
                 deadline = time.monotonic() + 15  # tolerate a momentarily busy server
@@ -660,7 +682,7 @@ def ensure_server(
             if url is None:
                 _stop_locked(cache)
         if url is None:
-            state = _start_locked(cache, name, model_path, ctx_size, threads, timeout)
+            state = _start_locked(cache, name, model_path, ctx_size, threads, timeout, speculative)
             _write_state(cache, state)
             url = state["base_url"]
         if lease:
@@ -713,6 +735,7 @@ def serve(
     alias: str | None = None,
     parallel: int = 1,
     cache_ram_mib: int = 2048,
+    speculative: str = "none",
 ) -> None:
     """Run the xllamacpp server in the foreground until SIGTERM/SIGINT."""
     os.environ.setdefault("OMP_WAIT_POLICY", _OMP_WAIT_POLICY)  # before libgomp loads
@@ -732,6 +755,9 @@ def serve(
     params.warmup = True
     if alias:
         params.model_alias = {alias}
+    if speculative != "none":
+        kind = getattr(xlc.common_speculative_type, f"COMMON_SPECULATIVE_TYPE_{speculative.upper()}")
+        params.speculative.types = [kind]
 
     stop = threading.Event()
 
@@ -747,7 +773,7 @@ def serve(
     server = xlc.Server(params)
     print(
         f"[local_llm] serving {model} at {server.listening_address} "
-        f"(ctx={ctx_size}, threads={threads}, parallel={parallel}, "
+        f"(ctx={ctx_size}, threads={threads}, parallel={parallel}, speculative={speculative}, "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}) "
         f"loaded in {time.monotonic() - t0:.1f}s",
         flush=True,
@@ -812,6 +838,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alias", default=None)
     p.add_argument("--parallel", type=int, default=1)
     p.add_argument("--cache-ram-mib", type=int, default=2048)
+    p.add_argument("--speculative", default="none", choices=SPECULATIVE)
 
     p = sub.add_parser("start", help="ensure a shared background server, print base_url")
     p.add_argument("--model", default="qwen2.5-coder-1.5b", choices=sorted(MODELS))
@@ -832,7 +859,7 @@ def main(argv: list[str] | None = None) -> int:
         print(path)
         print(f"sha256 {_spec(a.model).sha256}  ({time.monotonic() - t0:.1f}s)")
     elif a.cmd == "serve":
-        serve(a.model, a.port, a.ctx_size, a.threads, a.alias, a.parallel, a.cache_ram_mib)
+        serve(a.model, a.port, a.ctx_size, a.threads, a.alias, a.parallel, a.cache_ram_mib, a.speculative)
     elif a.cmd == "start":
         assemble_model(a.model, a.cache_dir, progress=True)
         print(ensure_server(a.model, a.cache_dir, ctx_size=a.ctx_size, threads=a.threads))

@@ -47,6 +47,9 @@ class Settings(BaseSettings):
                        "live; empty: ~/.cache/researchloop")
     llm_wait_policy: str = Field("", description="RESEARCHLOOP_LLM_WAIT_POLICY: OMP_WAIT_POLICY of the local "
                                  "server (ACTIVE | PASSIVE); empty: ACTIVE with a bounded spin count")
+    llm_speculative: str = Field("", description="RESEARCHLOOP_LLM_SPECULATIVE: the local server's "
+                                 "speculative decoding (none | ngram_simple | ngram_mod | ngram_map_k); empty: the "
+                                 "measured default (resources/local_llm.py DEFAULT_SPECULATIVE)")
     # host-wide limits per endpoint, shared by every process on this machine (resources/llm_limits.py)
     llm_max_concurrency: int | None = Field(None, ge=1, description="RESEARCHLOOP_LLM_MAX_CONCURRENCY: LLM "
                                             "requests in flight from this host to one endpoint; unset: no bound")

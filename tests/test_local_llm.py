@@ -13,6 +13,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from resources import local_llm as ll
@@ -276,9 +277,10 @@ def fake_launcher(tmp_path, monkeypatch):
     model.parent.mkdir(parents=True)
     model.write_bytes(b"GGUF")
 
-    def cmd(model_path, port, ctx_size, threads, alias):
+    def cmd(model_path, port, ctx_size, threads, alias, speculative="none"):
         return [sys.executable, str(FAKE), "resources.local_llm", "serve", "--model", str(model_path),
-                "--port", str(port), "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", alias]
+                "--port", str(port), "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", alias,
+                "--speculative", speculative]
 
     monkeypatch.setattr(ll, "_server_cmd", cmd)
     monkeypatch.setattr(ll, "assemble_model", lambda name, cache, progress=False: model)
@@ -353,6 +355,21 @@ def test_leftover_server_adopted_only_when_every_check_passes(fake_launcher):
         assert not ll._pid_alive(state["pid"])     # the recorded process (ours, but unverifiable) was stopped
     finally:
         impostor.close()
+
+
+def test_a_server_with_other_speculative_decoding_is_not_reused(fake_launcher, monkeypatch):
+    url = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False)
+    state = json.loads((fake_launcher / "server.json").read_text())
+    assert state["speculative"] == ll.DEFAULT_SPECULATIVE == ll.speculative_kind()
+    monkeypatch.setenv("RESEARCHLOOP_LLM_SPECULATIVE", "ngram_simple")
+    url2 = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False)
+    new = json.loads((fake_launcher / "server.json").read_text())
+    assert new["speculative"] == "ngram_simple" and new["pid"] != state["pid"] and not ll._pid_alive(state["pid"])
+    assert url2 != url or new["create_time"] != state["create_time"]
+    assert ll._has_arg(psutil.Process(new["pid"]).cmdline(), "--speculative", "ngram_simple")
+    monkeypatch.setenv("RESEARCHLOOP_LLM_SPECULATIVE", "lookahead")
+    with pytest.raises(ValueError, match="one of none, ngram_simple"):
+        ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False)
 
 
 def _use_and_release(cache: str, model: str, q) -> None:
