@@ -168,6 +168,8 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
     """(the table row, the raw summary with ids) of one round from its records (read_round), its
     LLM usage (assets/shared/metadata.round_usage), its timing (round_timing) and the number of
     idea proposals (the filtered_ideas metadata; default: counted from the records)."""
+    from assets.filtered_ideas.filtering import REPEATS
+
     ideas, patches, runs, fb = recs["ideas"], recs["patches"], recs["runs"], recs["feedback"]
     kept = [i for i in ideas if i.kept]
     n_props = proposals if proposals is not None else 1 + max((i.proposal for i in ideas), default=0)
@@ -187,6 +189,9 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
         "topic": topic, "round": rk, "budget": budget,
         "proposed": len(ideas), "proposed_refill": sum(i.proposal > 0 for i in ideas), "proposals": n_props,
         "kept": n_kept, "kept_refill": sum(i.kept and i.proposal > 0 for i in ideas),
+        # kept ideas that name a paper of the round's literature as their inspiration (issue 15)
+        "kept_citing_papers": sum(bool(i.inspired_by_papers) for i in kept),
+        "dropped_as_repeats": sum((i.drop_reason or "").startswith(f"{REPEATS} ") for i in ideas),
         "patches": len(patches), "implemented": sum(p.status == "ok" for p in patches), "no_op": len(no_op),
         "no_op_dead_code": sum("never runs" in (p.reason or "") for p in no_op),
         "no_op_share": round(len(no_op) / len(patches), 4) if patches else None,

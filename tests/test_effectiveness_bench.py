@@ -106,13 +106,14 @@ def test_counts_on_hand_made_records():
     from bench.effectiveness_bench import summarise_round
     from schemas.records import Draft, FilteredIdea, Patch
 
-    def idea(name, kept, proposal=0):
+    def idea(name, kept, proposal=0, drop="near copy", papers=()):
         return FilteredIdea(idea_id=f"t/r1/{name}", topic="t", round="r1", name=name, title=name, experiment="x",
                             summary="x", max_similarity=0.1, independent=True, kept=kept, proposal=proposal,
-                            drop_reason=None if kept else "near copy")
+                            drop_reason=None if kept else drop, inspired_by_papers=list(papers))
 
     dead = Draft(index=0, edit_format="functions", status="no_op", reason="the edit only adds code that never runs")
-    recs = {"ideas": [idea("a", True), idea("b", False), idea("c", True, proposal=1)], "plans": [],
+    recs = {"ideas": [idea("a", True, papers=["p1"]), idea("b", False), idea("c", True, proposal=1),
+                      idea("d", False, proposal=1, drop="repeats t/r0/d ('d', failed)")], "plans": [],
             "patches": [Patch(idea_id="t/r1/a", edit_format="functions", status="no_op", reason=dead.reason,
                               drafts=[dead]),
                         Patch(idea_id="t/r1/c", edit_format="functions", status="ok", diff="-x\n+y",
@@ -120,7 +121,8 @@ def test_counts_on_hand_made_records():
             "runs": [], "feedback": [], "best": []}
     row, raw = summarise_round(recs, topic="t", rk="r1", goal="maximize", budget=3)
     counts = ("proposed", "proposed_refill", "proposals", "kept", "kept_refill")
-    assert tuple(row[k] for k in counts) == (3, 1, 2, 2, 1)
+    assert tuple(row[k] for k in counts) == (4, 2, 2, 2, 1)
+    assert (row["kept_citing_papers"], row["dropped_as_repeats"]) == (1, 1)
     assert (row["implemented"], row["no_op"], row["no_op_dead_code"], row["no_op_share"]) == (1, 1, 1, 0.5)
     assert (row["drafts"], row["drafts_no_op"]) == (2, 1)
     assert row["full_budget"] is False and row["verified_improvements"] == 0 and row["best_idea"] is None
