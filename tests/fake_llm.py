@@ -99,7 +99,9 @@ class Script:
                  "Experiment": "Increase EPOCHS.",
                  "Summary": "Train the logistic regression for longer so it converges.",
                  "References": [], "Builds_on": []},
-                {"Name": f"fancy_kernel_r{rnd}", "Title": "Add an RBF kernel feature map",
+                # a later round's variant has its own title: the repeat rule drops a title an earlier round ran
+                {"Name": f"fancy_kernel_r{rnd}",
+                 "Title": "Add an RBF kernel feature map" + (f" (variant {rnd})" if rnd > 1 else ""),
                  "Experiment": "Map inputs through random Fourier features.",
                  "Summary": "Use random Fourier features so the linear model can draw curved boundaries.",
                  "References": [2], "Builds_on": []},
