@@ -74,7 +74,7 @@ bench: setup
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.run_bench
 
 # one benchmark: make bench-ranking | bench-filtering | bench-independence | bench-repair |
-# bench-parallel | bench-topics | bench-loop | bench-null | bench-implementation | bench-speculative (each writes its raw record and
+# bench-parallel | bench-topics | bench-loop | bench-null | bench-implementation | bench-speculative | bench-index (each writes its raw record and
 # rewrites its own section of bench/RESULTS.md; `make bench` writes the section make-bench)
 # bench-effectiveness: `researchloop run` for 3 rounds on every shipped topic on a fresh DAGSTER_HOME (hours
 # on the local model): bench/records/effectiveness.json and the section effectiveness (issue 14's goals)
