@@ -359,8 +359,9 @@ def _reuse_chunks(folder: Path, key: str, chunk_dir: Path) -> int:
     the same dump, grown append-only) inside the verified common prefix; returns the rows."""
     legacy = folder / f"emb-{key}.npy"        # an index built before chunks: one chunk of every row
     if legacy.exists():
-        _link_or_copy(legacy, chunk_dir / _chunk_name(0, len(np.load(legacy, mmap_mode="r"))))
-        return len(np.load(legacy, mmap_mode="r"))
+        rows = len(np.load(legacy, mmap_mode="r"))
+        _link_or_copy(legacy, chunk_dir / _chunk_name(0, rows))
+        return rows
     meta = json.loads((folder / "meta.json").read_text())
     if not meta.get("extends"):
         return 0
@@ -395,10 +396,9 @@ def embedding_chunks(folder: Path, n: int, embedder) -> list[Path]:
     plan = chunk_plan(done, n, EMBED_CHUNK)
     if any(done.get(a) != b for a, b in plan):
         chunk_dir.mkdir(exist_ok=True)
-        if not done:
-            reused = _reuse_chunks(folder, key, chunk_dir)
-            if reused:
-                log.info("reusing the embeddings of %d papers from %s", reused, folder.name)
+        reused = _reuse_chunks(folder, key, chunk_dir)   # idempotent: a killed build may have linked some
+        if reused:
+            log.info("%d papers of %s already embedded: reused", reused, folder.name)
             done = _chunk_ranges(chunk_dir)
             plan = chunk_plan(done, n, EMBED_CHUNK)
         todo = [(a, b) for a, b in plan if done.get(a) != b]

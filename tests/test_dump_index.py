@@ -126,6 +126,19 @@ def test_changed_prefix_is_rebuilt(tmp_path, small_chunks):
     assert sum(emb.calls) == 300 + 1
 
 
+def test_embeddings_of_an_index_built_before_chunks_are_adopted(tmp_path, small_chunks):
+    dump = tmp_path / "dump.jsonl"
+    papers = synth_papers(250)
+    write_dump(dump, papers)
+    emb = CountingEmbedder()
+    folder = LocalSource(dump, emb, tmp_path / "index").folder()
+    vecs = CountingEmbedder().encode([doc_text(p["title"], p["abstract"]) for p in papers])
+    np.save(folder / f"emb-{sources._model_key(emb)}.npy", vecs)   # the old layout: one file
+    LocalSource(dump, emb, tmp_path / "index").search("w3", 2)
+    assert emb.calls == [1]                                     # only the query
+    assert [p.name for p in next(folder.glob("emb-*/")).iterdir()] == ["chunk-000000000-000000250.npy"]
+
+
 def test_ann_path_agrees_with_exact_search(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "ANN_MIN", 1000)
     dump = tmp_path / "dump.jsonl"
