@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -44,32 +45,33 @@ DEPTH = 1000               # the embedding-side depth the hybrid search asks for
 # ---------------------------------------------------------------- the generated dump
 
 def vocabulary() -> tuple[list[str], list[int]]:
-    """The words of the shipped corpus and their counts: a realistic (Zipf-like) word mix."""
+    """The words of the shipped corpus and their cumulative counts (random.choices' cum_weights,
+    computed once): a realistic (Zipf-like) word mix."""
     counts: collections.Counter = collections.Counter()
     for line in (ROOT / "corpus" / "papers.jsonl").read_text().splitlines():
         rec = json.loads(line)
         text = f"{rec['title']} {rec.get('summary') or rec.get('abstract')}"
         counts.update(re.findall(r"[a-z][a-z-]+", text.lower()))
     words = sorted(counts)
-    return words, [counts[w] for w in words]
+    return words, list(itertools.accumulate(counts[w] for w in words))
 
 
 def write_dump(path: Path, n: int, seed: int = 0) -> None:
     """n papers as JSON lines: 6-14 title words, 100-220 abstract words (arXiv abstracts
     average about 150 words)."""
     rng = random.Random(seed)
-    words, weights = vocabulary()
+    words, cum = vocabulary()
     with path.open("w") as f:
         for i in range(n):
-            title = " ".join(rng.choices(words, weights, k=rng.randint(6, 14))).capitalize()
-            abstract = " ".join(rng.choices(words, weights, k=rng.randint(100, 220))).capitalize() + "."
+            title = " ".join(rng.choices(words, cum_weights=cum, k=rng.randint(6, 14))).capitalize()
+            abstract = " ".join(rng.choices(words, cum_weights=cum, k=rng.randint(100, 220))).capitalize() + "."
             f.write(json.dumps({"paper_id": f"gen{i:07d}", "title": title, "abstract": abstract}) + "\n")
 
 
 def queries(n: int, seed: int = 1) -> list[str]:
     rng = random.Random(seed)
-    words, weights = vocabulary()
-    return [" ".join(rng.choices(words, weights, k=rng.randint(3, 6))) for _ in range(n)]
+    words, cum = vocabulary()
+    return [" ".join(rng.choices(words, cum_weights=cum, k=rng.randint(3, 6))) for _ in range(n)]
 
 
 # ---------------------------------------------------------------- phases (each in its own process)
