@@ -138,6 +138,44 @@ def test_no_suggestion_no_candidate():
                                                   1, file="lib.py"), "x.py") is None
 
 
+def test_an_undefined_library_name_gets_its_import():
+    """The diabetes run's failures: the model rewrote the imports and the script used KFold and
+    Ridge undefined; the module a script already imports from (or a public submodule of its
+    package) that exports the name gives the import, placed with the other imports."""
+    from assets.run_results.suggestions import missing_import
+
+    code = ('"""ridge"""\nimport numpy as np\nfrom sklearn.model_selection import train_test_split\n\n'
+            "ridge = Ridge(alpha=1.0)\nfolds = KFold(n_splits=3)\n")
+    s = suggested_fix(code, failure("NameError: name 'KFold' is not defined", 6), "x.py")
+    assert s is not None and s.code.splitlines()[1] == "from sklearn.model_selection import KFold"
+    assert "KFold is not defined" in s.what and s.code.count("KFold(n_splits=3)") == 1
+    # Ridge: not the variable `ridge` (equal ignoring case) but sklearn.linear_model's class
+    s = suggested_fix(code, failure("NameError: name 'Ridge' is not defined", 5), "x.py")
+    assert s is not None and "from sklearn.linear_model import Ridge" in s.code.splitlines()
+    assert "ridge = Ridge(alpha=1.0)" in s.code
+    # two levels below an imported package, and the conventional aliases
+    assert missing_import("TensorDataset", "import torch\n") == "from torch.utils.data import TensorDataset"
+    assert missing_import("np", "import torch\n") == "import numpy as np"
+    # a module, or a name no imported library exports as a class or function: no candidate
+    assert missing_import("optimizer", "import torch\n") is None
+    assert suggested_fix("import json\nprint(frobnicate(1))\n",
+                         failure("NameError: name 'frobnicate' is not defined", 2), "x.py") is None
+
+
+def test_the_import_lookup_never_runs_code_of_the_workspace(tmp_path, monkeypatch):
+    """The lookup imports installed packages in an isolated interpreter: a module the model
+    wrote into the workspace (here one that would leave a marker and exports the name) is not
+    imported even when the step runs from the workspace folder."""
+    from assets.run_results.suggestions import missing_import
+
+    marker = tmp_path / "ran"
+    (tmp_path / "helpers_mod.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nclass Thing:\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert missing_import("Thing", "import helpers_mod\nprint(Thing())\n") is None
+    assert not marker.exists()
+
+
 # -- the search in the repair loop ------------------------------------------------------------
 
 def test_the_typo_is_fixed_with_no_llm_at_all(typo, tmp_path):
@@ -196,6 +234,17 @@ def test_a_fix_that_leaves_the_same_error_is_set_aside(calc, tmp_path):
     assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "llm", "suggestion"]
     assert res.attempts[2].parent == 1 and llm.stages() == ["debug"]
     assert "return sum(values) * factor" in res.final_code
+
+
+def test_a_missing_import_is_repaired_in_the_sandbox_with_no_llm(tmp_path):
+    folder = tmp_path / "imp"
+    folder.mkdir()
+    (folder / "cv.py").write_text("import json\nfrom sklearn.model_selection import train_test_split\n\n"
+                                  "folds = KFold(n_splits=2)\nprint('splits', folds.get_n_splits())\n")
+    res = search(folder / "cv.py", None, tmp_path, suggestions=True)
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
+    assert "from sklearn.model_selection import KFold" in res.final_code
+    assert "splits 2" in res.attempts[1].stdout_tail
 
 
 def test_the_furthest_version_is_kept(tmp_path):

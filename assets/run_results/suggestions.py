@@ -11,12 +11,23 @@ defines (read with `ast`, never imported or run): "cannot import name" from a mo
 file of the script's folder (3.11 suggests nothing there); an attribute of a class the script
 defines (torch's nn.Module raises its own AttributeError, without a suggestion); a name that
 differs from a defined one by case or a few letters (BATCH_SIZE for batch_size). The closest
-name must be close (difflib ratio >= 0.7, or equal ignoring case); otherwise no candidate."""
+name must be close (difflib ratio >= 0.7, or equal ignoring case); otherwise no candidate.
+
+A name that is not defined at all but is a public class or function of a library the script
+already imports ("NameError: name 'KFold' is not defined" in a script importing from
+sklearn.model_selection, after the model rewrote the imports) gets its import added
+(`missing_import`); that lookup imports installed packages only, in a separate isolated
+interpreter that never sees the workspace."""
 from __future__ import annotations
 
 import ast
 import difflib
+import json
+import os
 import re
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +44,7 @@ _WRONG = (
     (re.compile(rf"^ImportError: cannot import name '({_NAME})'"), "name"),
     (re.compile(rf"^TypeError: .*got an unexpected keyword argument '({_NAME})'"), "keyword"),
 )
+_UNDEFINED = re.compile(rf"^NameError: name '({_NAME})' is not defined")
 _IMPORT_FROM = re.compile(rf"^ImportError: cannot import name '{_NAME}' from '([\w.]+)'")
 
 
@@ -166,6 +178,108 @@ def _import_line(lines: list[str]) -> int:
     return after
 
 
+# the conventional short names of ML code, imported as such when the code uses one undefined
+ALIASES = {"np": "import numpy as np", "pd": "import pandas as pd", "plt": "import matplotlib.pyplot as plt",
+           "nn": "import torch.nn as nn", "F": "import torch.nn.functional as F",
+           "optim": "import torch.optim as optim", "torch": "import torch", "sklearn": "import sklearn"}
+LOOKUP_TIMEOUT_S = 60
+LOOKUP_MODULES = 400  # modules imported at most by one lookup (torch.utils.data is within the first 400)
+# run by `python -I` (no script folder, no PYTHONPATH, no user site on sys.path): which of the
+# modules, and of the public submodules of the packages among them (not the standard library's),
+# export `name` as a public class or function; prints the module names as JSON
+_LOOKUP = r"""
+import importlib, inspect, json, pkgutil, sys
+name, wanted, LIMIT = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+def public(m):
+    return not any(p.startswith("_") or p in ("tests", "testing", "conftest") for p in m.split("."))
+mods = list(dict.fromkeys(m for m in wanted if public(m)))
+packages = [m for m in mods if "." not in m and m not in sys.stdlib_module_names]
+for _ in range(2):  # two levels below each top package: torch.utils.data, sklearn.linear_model
+    below = []
+    for m in packages:
+        try:
+            pkg = importlib.import_module(m)
+        except BaseException:
+            continue
+        below += [f"{m}.{i.name}" for i in pkgutil.iter_modules(getattr(pkg, "__path__", []) or [])
+                  if public(i.name)]
+    mods += [m for m in below if m not in mods]
+    packages = below
+found = []
+for m in mods[:LIMIT]:
+    try:
+        mod = importlib.import_module(m)
+    except BaseException:
+        continue
+    obj = getattr(mod, name, None)
+    listed = getattr(mod, "__all__", None)
+    if (inspect.isclass(obj) or inspect.isroutine(obj)) and (listed is None or name in listed):
+        found.append(m)
+print(json.dumps(found))
+"""
+
+
+def imported_modules(tree: ast.Module) -> list[str]:
+    """The modules a script imports and their top packages (`import a.b` and `from a.b import
+    c` both give a.b and a), relative imports left out, in the order they appear."""
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                out += [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out += [node.module, node.module.split(".")[0]]
+    return list(dict.fromkeys(out))
+
+
+def pick_module(found: list[str], imported: list[str]) -> str | None:
+    """The module to import a name from: one the script already imports from, else the
+    shortest path (ties: alphabetical)."""
+    direct = [m for m in found if m in imported]
+    return min(direct or found, key=lambda m: (m.count("."), len(m), m)) if found else None
+
+
+def exporting_modules(name: str, modules: list[str]) -> list[str]:
+    """Which of `modules` (and the public submodules of the non-stdlib packages among them)
+    export `name` as a public class or function, looked up by importing installed packages in
+    an isolated interpreter (`-I`, run from an empty folder, a minimal environment): the
+    script's own folder is never on its path, so no code the model wrote runs outside the
+    sandbox. [] when the lookup fails or times out."""
+    if not modules:
+        return []
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with tempfile.TemporaryDirectory(prefix="import-lookup-") as empty:
+        try:
+            out = subprocess.run([sys.executable, "-I", "-c", _LOOKUP, name, json.dumps(modules),
+                                  str(LOOKUP_MODULES)], cwd=empty, env={**env, "HOME": empty}, capture_output=True,
+                                 text=True, timeout=LOOKUP_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            return [m for m in json.loads(out.stdout.strip().splitlines()[-1]) if isinstance(m, str)] \
+                if out.returncode == 0 and out.stdout.strip() else []
+        except (subprocess.TimeoutExpired, OSError, ValueError, IndexError):
+            return []
+
+
+def missing_import(name: str, code: str) -> str | None:
+    """The import line that defines `name` for this code: a conventional alias (np, pd, F...),
+    or `from <module> import <name>` where a module the script imports (or a public submodule
+    of its packages) exports it; None when none does."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    if name in ALIASES:
+        return ALIASES[name]
+    imported = imported_modules(tree)
+    module = pick_module(exporting_modules(name, imported), imported)
+    return f"from {module} import {name}" if module else None
+
+
+def _with_import(lines: list[str], statement: str) -> str:
+    at = _import_line(lines)
+    return "".join(lines[:at] + [statement + "\n"] + lines[at:])
+
+
 def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | None = None) -> Suggestion | None:
     """The edit the failure's own message suggests, applied at the failing line of `code_file`;
     None when the message suggests nothing usable. `folder`: where the script's own modules lie
@@ -176,9 +290,12 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
     frame = next((f for f in reversed(failed.frames) if f.file == code_file), None)
     lines = code.splitlines(keepends=True)
     if (forgot := _FORGOT_IMPORT.search(error)) is not None:
-        at = _import_line(lines)
-        new = "".join(lines[:at] + [f"import {forgot.group(1)}\n"] + lines[at:])
+        new = _with_import(lines, f"import {forgot.group(1)}")
         what = f"added `import {forgot.group(1)}` (the interpreter's suggestion)"
+    elif (frame is not None and (undefined := _UNDEFINED.match(error)) is not None and not _DID_YOU_MEAN.search(error)
+          and (statement := missing_import(undefined.group(1), code)) is not None):
+        new = _with_import(lines, statement)   # before a close defined name: `Ridge` is not the variable `ridge`
+        what = f"added `{statement}` ({undefined.group(1)} is not defined; that module exports it)"
     elif frame is None:  # the error arose outside the edited file: no line to change
         return None
     else:
