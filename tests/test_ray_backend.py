@@ -172,6 +172,10 @@ class LocalCluster:
 
         self.scratch = scratch
         self.temp = tempfile.mkdtemp(prefix="rlray-")  # Ray's sockets: a short path
+        # the head still records its address in the default folder (/tmp/ray/ray_current_cluster),
+        # which only a cluster started with the default temp_dir creates: missing on a fresh machine
+        from ray._common.utils import get_default_ray_temp_dir
+        os.makedirs(get_default_ray_temp_dir(), exist_ok=True)
         self.cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20, "temp_dir": self.temp})
         self.nodes = []
