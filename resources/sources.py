@@ -429,13 +429,13 @@ def build_ann(chunks: Sequence[Path], path: Path) -> None:
     """An HNSW index (inner product, i.e. cosine on the embedder's normalised vectors) over the
     chunks, added chunk by chunk, written under a private name and renamed into place.
 
-    HNSW rather than IVF-Flat: bench/index_bench.py builds both (trial run `--n 20000 --check`,
-    20,000 random 384-d vectors, top 1000, this 2-core VM at load ~3.8): HNSW recall@10 0.998
-    against 0.51 for IVF-Flat scanning 103 of its 512 cells, for a ~3x slower build (6.9 s
-    against 2.1 s) and ~10 ms against ~1 ms a query. The build is small next to embedding the
-    same papers (~10 papers/s: hours), a query small next to the hybrid search's BM25 and query
-    embedding (p50 ~190 ms), and IVF needs k-means training and a probe count tuned per size;
-    HNSW's graph adds ~ANN_M * 8 bytes a paper to the vectors."""
+    HNSW rather than IVF-Flat: bench/index_bench.py builds both (bench/records/index.json,
+    100,000 random 384-d vectors, top 1000): HNSW recall@10 0.80 against 0.23 for IVF-Flat
+    scanning 79 of its 1264 cells, for a ~3.4x slower build (32 s against 9.5 s) and ~11 ms
+    against ~1 ms a query. The build is small next to embedding the same papers (23 papers/s on
+    2 cores: hours), a query small next to the hybrid search's BM25 and query embedding (hybrid
+    p50 723 ms at 1M papers, same record), and IVF needs k-means training and a probe count tuned
+    per size; HNSW's graph adds ~ANN_M * 8 bytes a paper to the vectors."""
     import faiss
 
     first = _mapped(tuple(chunks))[0]

@@ -190,8 +190,10 @@ LOOKUP_MODULES = 400  # modules imported at most by one lookup (torch.utils.data
 _LOOKUP = r"""
 import importlib, inspect, json, pkgutil, sys
 name, wanted, LIMIT = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+ACTS = {"antigravity", "this", "turtle", "turtledemo", "tkinter", "idlelib", "webbrowser"}  # act when imported
 def public(m):
-    return not any(p.startswith("_") or p in ("tests", "testing", "conftest") for p in m.split("."))
+    return m.split(".")[0] not in ACTS and not any(
+        p.startswith("_") or p in ("tests", "testing", "conftest") for p in m.split("."))
 mods = list(dict.fromkeys(m for m in wanted if public(m)))
 packages = [m for m in mods if "." not in m and m not in sys.stdlib_module_names]
 for _ in range(2):  # two levels below each top package: torch.utils.data, sklearn.linear_model
