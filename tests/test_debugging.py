@@ -272,7 +272,8 @@ def _env(tmp_path, server=None, **extra):
 
 
 def test_debug_cli_repairs_and_writes_a_copy(script, tmp_path, debug_server):
-    r = _debug(str(script), "--json", "--edit-format", "functions", "--max-attempts", "2",
+    # --no-suggestions: the message names the fix (Did you mean: 'factor'?), which would go first
+    r = _debug(str(script), "--json", "--edit-format", "functions", "--max-attempts", "2", "--no-suggestions",
                env=_env(tmp_path, debug_server))
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
@@ -309,7 +310,7 @@ def test_debug_cli_traceback_mode_timeout_and_output(script, tmp_path, debug_ser
     assert r.returncode == 1 and out["timed_out"] is True and out["exit_code"] is None
     dest = tmp_path / "out" / "calc_ok.py"
     r = _debug(str(script), "--mode", "traceback", "--edit-format", "functions", "--output", str(dest), "--json",
-               env=_env(tmp_path, debug_server))
+               "--no-suggestions", env=_env(tmp_path, debug_server))
     out = json.loads(r.stdout)
     assert out["fixed"] is True and out["mode"] == "traceback" and out["output"] == str(dest)
     assert debug_server.script.total == 1 and "* factor" in dest.read_text()

@@ -27,6 +27,18 @@ UNPLACEABLE = "```python\n            model.train_step(x, y)\n```"
 WHOLE_MAIN = ("```python\n" + TYPO.read_text().split("\n\n\nif __name__")[0].split("\n\n\n")[-1]
               .replace("train_stepp", "train_step") + "\n```")
 # a fix that rewrites the faulty line without fixing it: the same error again
+KEYWORD = textwrap.dedent("""\
+    import json
+
+
+    def report(values):
+        text = json.dumps({"n": len(values)}, colour=True)
+        print("report", text)
+
+
+    if __name__ == "__main__":
+        report([1, 2, 3])
+    """)
 SAME_ERROR = "```python\ndef scale(values, factor):\n    return sum(list(values)) * factr\n```"
 
 
@@ -176,6 +188,85 @@ def test_the_import_lookup_never_runs_code_of_the_workspace(tmp_path, monkeypatc
     assert not marker.exists()
 
 
+def test_undefined_names_are_read_conservatively():
+    from assets.run_results.suggestions import undefined_names
+
+    code = textwrap.dedent("""\
+        import numpy as np
+        from sklearn.linear_model import Ridge as R
+
+        LIMIT = 3
+
+
+        def fit(x, *rest, scale=1, **kw):
+            global counter
+            total = [v for v in x if v < LIMIT]
+            try:
+                model = R(alpha=scale)
+            except ValueError as err:
+                print(err, counter, __file__, len(rest), kw)
+            return make_pipeline(StandardScaler(), model), np.mean(total)
+        """)
+    assert undefined_names(code) == ["make_pipeline", "StandardScaler"]
+    assert undefined_names("print(x)\nx = 1\n") == []  # bound anywhere counts as defined
+    assert undefined_names("from helpers import *\nprint(thing)\n") == []  # a star import may define it
+    assert undefined_names("exec('y = 1')\nprint(y)\n") == []
+    assert undefined_names("def f(:\n") == []
+
+
+def test_complete_imports_adds_every_missing_library_import_at_once():
+    """The diabetes run's first idea failed three times in a row on make_pipeline, GridSearchCV
+    and Ridge, one NameError per run; all three are added before any run."""
+    from assets.run_results.suggestions import complete_imports
+
+    code = ('"""ridge"""\nimport numpy as np\nfrom sklearn.model_selection import train_test_split\n\n'
+            "pipe = make_pipeline(StandardScaler(), Ridge())\nsearch = GridSearchCV(pipe, {})\n"
+            "print(np.pi, not_a_library_name)\n")
+    new, added = complete_imports(code)
+    assert added == ["from sklearn.pipeline import make_pipeline", "from sklearn.preprocessing import StandardScaler",
+                     "from sklearn.linear_model import Ridge", "from sklearn.model_selection import GridSearchCV"]
+    assert new.splitlines()[1:5] == added and new.splitlines()[0] == '"""ridge"""'
+    assert new.endswith(code.split("\n", 1)[1])  # the rest unchanged
+    assert complete_imports(new) == (new, [])  # nothing left that a library defines
+    assert complete_imports("import json\nprint(json.dumps(1))\n") == ("import json\nprint(json.dumps(1))\n", [])
+
+
+def test_a_wrong_keyword_is_renamed_to_the_callees_parameter_or_dropped():
+    """The diabetes run's RidgeCV(alpha=...) (RidgeCV takes `alphas`): the callee's signature,
+    read in the isolated interpreter, names the parameter; a keyword nothing resembles is
+    dropped, a guess that goes after the LLM's fix."""
+    code = ("from sklearn.linear_model import RidgeCV\nimport sklearn.linear_model as lm\n\n"
+            "model = RidgeCV(alpha=1.0,\n                cv=3)\nother = lm.Ridge(fit_intercept=True, colour=2)\n")
+    err = "TypeError: _BaseRidgeCV.__init__() got an unexpected keyword argument 'alpha'"
+    s = suggested_fix(code, failure(err, 4), "x.py")
+    assert s is not None and s.sure and s.code.splitlines()[3] == "model = RidgeCV(alphas=1.0,"
+    assert "a parameter of sklearn.linear_model.RidgeCV" in s.what
+    s = suggested_fix(code, failure("TypeError: Ridge.__init__() got an unexpected keyword argument 'colour'", 6),
+                      "x.py")
+    assert s is not None and not s.sure and s.code.splitlines()[5] == "other = lm.Ridge(fit_intercept=True)"
+    # a keyword of a call the script defines itself, not on the failing line: no candidate
+    assert suggested_fix("def f(a):\n    return a\nf(b=1)\n",
+                         failure("TypeError: f() got an unexpected keyword argument 'b'", 1), "x.py") is None
+    # an undefined name a library exports wins over Python's suggestion of a close imported name
+    code = "from sklearn.linear_model import Ridge\nmodel = RidgeCV(alphas=(1.0,))\n"
+    s = suggested_fix(code, failure("NameError: name 'RidgeCV' is not defined. Did you mean: 'Ridge'?", 2), "x.py")
+    assert s.sure and "from sklearn.linear_model import RidgeCV" in s.code and "RidgeCV(alphas" in s.code
+
+
+def test_a_repair_that_leaves_out_an_import_gets_it(tmp_path):
+    """The LLM's fix uses a library name it did not import: the import is added before the run."""
+    folder = tmp_path / "fit"
+    folder.mkdir()
+    (folder / "fit.py").write_text("import json\nfrom sklearn.model_selection import train_test_split\n\n"
+                                   "def folds():\n    return KFold(n_splits=2, shufle=True)\n\n\n"
+                                   "print('splits', folds().get_n_splits())\n")
+    fix = "```python\ndef folds():\n    return StratifiedKFold(n_splits=2)\n```"
+    res = search(folder / "fit.py", FakeLLM(fix=fix), tmp_path, mode="traceback", suggestions=False)
+    assert res.status == "success" and res.n_attempts == 2, res.reason
+    assert "from sklearn.model_selection import StratifiedKFold" in res.final_code
+    assert "+from sklearn.model_selection import StratifiedKFold" in res.attempts[1].applied_diff
+
+
 # -- the search in the repair loop ------------------------------------------------------------
 
 def test_the_typo_is_fixed_with_no_llm_at_all(typo, tmp_path):
@@ -192,21 +283,35 @@ def test_the_typo_is_fixed_with_no_llm_at_all(typo, tmp_path):
     assert res.status == "failed" and res.n_attempts == 1 and "train_stepp" in res.reason
 
 
-def test_an_unplaceable_answer_is_followed_by_the_suggestion(typo, tmp_path):
-    """The reported failure: the model answers the corrected line alone, which cannot be placed;
-    the search goes on with the interpreter's suggestion instead of stopping."""
+def test_a_sure_suggestion_goes_before_the_llm(typo, tmp_path):
+    """The reported failure: the model answers the corrected line alone, which cannot be placed.
+    The interpreter names the fix ("Did you mean: 'train_step'?"), so that candidate is run
+    first and the model is not asked at all."""
     llm = FakeLLM(fix=UNPLACEABLE, local=True, edit_format="auto")
     res = search(typo, llm, tmp_path, mode="structure", suggestions=True)
     assert res.status == "success" and res.n_attempts == 2
     first, second = res.attempts
-    assert first.fix_status == "not_applied" and first.fix_rounds == 1  # the LLM's answer, asked once
-    assert second.fix_source == "suggestion" and second.parent == 1
-    assert llm.stages() == ["debug_analysis", "debug"]
+    assert first.fix_rounds == 0 and second.fix_source == "suggestion" and second.parent == 1
+    assert llm.stages() == []
     # without suggestions the same answers exhaust the budget: asked again (sampled) each time, never run
     llm = FakeLLM(fix=UNPLACEABLE, local=True, edit_format="auto")
     res = search(typo, llm, tmp_path, mode="structure", suggestions=False, workdir=tmp_path / "llm-only")
     assert res.status == "failed" and res.n_attempts == 1 and res.attempts[0].fix_rounds == 5
     assert llm.stages().count("debug") == 5 and "the repair failed" in res.reason
+
+
+def test_a_guessed_suggestion_follows_an_unplaceable_answer(tmp_path):
+    """A keyword no parameter of the callee resembles: dropping it is a guess, so the LLM is
+    asked first; its answer cannot be placed and the search goes on with the guess."""
+    folder = tmp_path / "kw"
+    folder.mkdir()
+    (folder / "report.py").write_text(KEYWORD)
+    llm = FakeLLM(fix="The colour argument is wrong.", local=True, edit_format="auto")
+    res = search(folder / "report.py", llm, tmp_path, mode="traceback", suggestions=True)
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
+    assert res.attempts[0].fix_status != "ok" and res.attempts[0].fix_rounds == 1
+    assert llm.stages() == ["debug"]
+    assert 'json.dumps({"n": len(values)})' in res.final_code and 'report {"n": 3}' in res.attempts[1].stdout_tail
 
 
 def test_an_unplaceable_answer_is_asked_again(typo, tmp_path):
@@ -228,11 +333,11 @@ def test_a_fix_that_leaves_the_same_error_is_set_aside(calc, tmp_path):
     assert "sum(list(values))" not in asked[0]["content"]  # the code shown is the original's
     assert "still failed with the same error" in asked[-1]["content"]
     assert "sum(list(values)) * factr" in asked[-1]["content"]  # the fix set aside, shown
-    # with suggestions on, the interpreter's suggestion is the second candidate of that failure
+    # with suggestions on, the interpreter's suggestion (it names the fix) is the first candidate
     llm = FakeLLM(fix=SAME_ERROR)
     res = search(calc, llm, tmp_path, mode="traceback", suggestions=True, workdir=tmp_path / "suggest")
-    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "llm", "suggestion"]
-    assert res.attempts[2].parent == 1 and llm.stages() == ["debug"]
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
+    assert res.attempts[1].parent == 1 and llm.stages() == []
     assert "return sum(values) * factor" in res.final_code
 
 
@@ -257,14 +362,17 @@ def test_the_furthest_version_is_kept(tmp_path):
     assert "sum(values)" in res.final_code  # the version that got further, not the original
 
 
-def test_the_budget_counts_candidates(typo, tmp_path):
-    llm = FakeLLM(fix=UNPLACEABLE)
-    res = search(typo, llm, tmp_path, mode="traceback", suggestions=True, max_repairs=1)
+def test_the_budget_counts_candidates(tmp_path):
+    folder = tmp_path / "kw"
+    folder.mkdir()
+    (folder / "report.py").write_text(KEYWORD)
+    res = search(folder / "report.py", FakeLLM(fix=UNPLACEABLE), tmp_path, mode="traceback", suggestions=True,
+                 max_repairs=1)
     assert res.status == "failed" and res.n_attempts == 1  # the one candidate was the LLM's answer
-    res = search(typo, FakeLLM(fix=UNPLACEABLE), tmp_path, mode="traceback", suggestions=True, max_repairs=2,
-                 workdir=tmp_path / "two")
+    res = search(folder / "report.py", FakeLLM(fix=UNPLACEABLE), tmp_path, mode="traceback", suggestions=True,
+                 max_repairs=2, workdir=tmp_path / "two")
     assert res.status == "success" and res.n_attempts == 2
-    res = search(typo, None, tmp_path, suggestions=True, max_repairs=0, workdir=tmp_path / "zero")
+    res = search(folder / "report.py", None, tmp_path, suggestions=True, max_repairs=0, workdir=tmp_path / "zero")
     assert res.status == "failed" and res.n_attempts == 1
 
 
@@ -294,17 +402,17 @@ class UnplaceableScript:
         return UNPLACEABLE
 
 
-def test_debug_cli_fixes_the_typo_after_an_unplaceable_answer(typo, tmp_path):
+def test_debug_cli_fixes_the_typo_without_asking_the_model(typo, tmp_path):
     with FakeLLMServer(UnplaceableScript()) as server:
         r = _debug(str(typo), "--max-attempts", "5", "--json", env=_env(tmp_path, server))
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
-    assert out["fixed"] is True and out["attempts"] == 2 and out["repairs"] == 1 and out["asked"] == 2
+    assert out["fixed"] is True and out["attempts"] == 2 and out["repairs"] == 1 and out["asked"] == 1
     first, second = out["per_attempt"]
-    assert first["fix_status"] == "not_applied" and second["fix_source"] == "suggestion"
+    assert first["fix_rounds"] == 0 and second["fix_source"] == "suggestion"
     assert second["parent"] == 1 and second["outcome"] == "success"
     assert "model.train_step(x, y)" in typo.with_name("train.fixed.py").read_text()
-    assert len(server.script.requests) >= 2  # the model was asked (analysis + fix) before the suggestion
+    assert server.script.requests == []  # the message named the fix: the model was never asked
 
 
 def test_debug_cli_no_llm(typo, tmp_path):

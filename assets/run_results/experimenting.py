@@ -35,6 +35,7 @@ from assets.patched_code.edit_formats import (
     check_compiles,
     edit_status,
     max_tokens,
+    unified_diff,
 )
 from assets.patched_code.resampling import complete_resampled
 from assets.run_results import prompts
@@ -395,8 +396,13 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     if not res.ok:
         a.fix_status, a.fix_error = edit_status(res), res.error
         return None
+    from assets.run_results.suggestions import complete_imports
+
     a.fix_status, a.fix_diff = "ok", res.value.diff
-    return res.value.code
+    fixed, added = complete_imports(res.value.code)
+    if added:  # the fix used names whose imports it left out (or dropped): added, no run spent on them
+        a.fix_diff = unified_diff(current, fixed, target.code_file)
+    return fixed
 
 
 def _outcome(parent: Attempt, run: Attempt, old_code: str, new_code: str, code_file: str) -> str:
@@ -481,13 +487,18 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
     tried: list[tuple[str, Attempt]] = []  # candidates of this failure that were set aside: (diff, run)
     seen = {code}  # versions already run for this failure (a candidate equal to one is not run again)
     llm_asks, suggested = 0, False  # per failure: LLM fixes asked; the suggestion tried
+    hints: dict[int, object] = {}  # per failure (its attempt number): the suggestion, computed once
     asked = 0  # the budget: candidates asked for (an unusable LLM answer counts too)
     reason = latest.error
     while latest.error is not None and asked < max_repairs:
         source, failed = failure
-        if suggestions and not suggested and (llm is None or llm_asks >= 1):
-            suggested = True  # the interpreter's suggestion: after the LLM's first fix, or alone without an LLM
-            hint = suggested_fix(source, failed, target.code_file, target.folder)
+        if suggestions and failed.attempt not in hints:
+            hints[failed.attempt] = suggested_fix(source, failed, target.code_file, target.folder)
+        hint = hints.get(failed.attempt)
+        # a sure suggestion (the message or a library names the fix) before the LLM; a guessed one
+        # after the LLM's first fix; alone without an LLM
+        if suggestions and not suggested and (llm is None or llm_asks >= 1 or (hint is not None and hint.sure)):
+            suggested = True
             if hint is None or hint.code in seen:
                 continue
             if honesty and (problems := honesty_problems(code, hint.code, target.metric)):

@@ -21,6 +21,7 @@ interpreter that never sees the workspace."""
 from __future__ import annotations
 
 import ast
+import builtins
 import difflib
 import json
 import os
@@ -53,6 +54,8 @@ class Suggestion:
     code: str
     diff: str
     what: str  # e.g. "line 5: factr -> factor (the interpreter's suggestion)"
+    # the message (or the callee's signature) names this fix: tried before the LLM's, not after
+    sure: bool = False
 
 
 def _module_names(module: str, folder: Path) -> list[str]:
@@ -186,10 +189,10 @@ LOOKUP_TIMEOUT_S = 60
 LOOKUP_MODULES = 400  # modules imported at most by one lookup (torch.utils.data is within the first 400)
 # run by `python -I` (no script folder, no PYTHONPATH, no user site on sys.path): which of the
 # modules, and of the public submodules of the packages among them (not the standard library's),
-# export `name` as a public class or function; prints the module names as JSON
+# export each of the names as a public class or function; prints {name: [modules]} as JSON
 _LOOKUP = r"""
 import importlib, inspect, json, pkgutil, sys
-name, wanted, LIMIT = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+names, wanted, LIMIT = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
 ACTS = {"antigravity", "this", "turtle", "turtledemo", "tkinter", "idlelib", "webbrowser"}  # act when imported
 def public(m):
     return m.split(".")[0] not in ACTS and not any(
@@ -207,18 +210,50 @@ for _ in range(2):  # two levels below each top package: torch.utils.data, sklea
                   if public(i.name)]
     mods += [m for m in below if m not in mods]
     packages = below
-found = []
+found = {n: [] for n in names}
 for m in mods[:LIMIT]:
     try:
         mod = importlib.import_module(m)
     except BaseException:
         continue
-    obj = getattr(mod, name, None)
     listed = getattr(mod, "__all__", None)
-    if (inspect.isclass(obj) or inspect.isroutine(obj)) and (listed is None or name in listed):
-        found.append(m)
+    for name in names:
+        obj = getattr(mod, name, None)
+        if (inspect.isclass(obj) or inspect.isroutine(obj)) and (listed is None or name in listed):
+            found[name].append(m)
 print(json.dumps(found))
 """
+# run the same way: the keyword parameters of `module`'s attribute path (a class: its
+# constructor's), as a JSON list; null when it cannot be imported or has no signature
+_PARAMETERS = r"""
+import importlib, inspect, json, sys
+module, path = sys.argv[1], sys.argv[2]
+try:
+    obj = importlib.import_module(module)
+    for i, part in enumerate(path.split(".")):
+        if not hasattr(obj, part):  # a submodule not imported by its package (from sklearn import linear_model)
+            importlib.import_module(module + "." + ".".join(path.split(".")[:i + 1]))
+        obj = getattr(obj, part)
+    params = inspect.signature(obj).parameters.values()
+    print(json.dumps([p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]))
+except BaseException:
+    print("null")
+"""
+
+
+def _isolated(script: str, *args: str):
+    """Run `script` in a separate isolated interpreter (`-I`, from an empty folder, a minimal
+    environment: the workspace is never on its path, so no code the model wrote runs outside the
+    sandbox) and read the JSON its last output line prints; None when it fails or times out."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with tempfile.TemporaryDirectory(prefix="import-lookup-") as empty:
+        try:
+            out = subprocess.run([sys.executable, "-I", "-c", script, *args], cwd=empty, env={**env, "HOME": empty},
+                                 capture_output=True, text=True, timeout=LOOKUP_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            return json.loads(out.stdout.strip().splitlines()[-1]) \
+                if out.returncode == 0 and out.stdout.strip() else None
+        except (subprocess.TimeoutExpired, OSError, ValueError, IndexError):
+            return None
 
 
 def imported_modules(tree: ast.Module) -> list[str]:
@@ -242,39 +277,168 @@ def pick_module(found: list[str], imported: list[str]) -> str | None:
     return min(direct or found, key=lambda m: (m.count("."), len(m), m)) if found else None
 
 
+def exporting(names: list[str], modules: list[str]) -> dict[str, list[str]]:
+    """For each name, which of `modules` (and the public submodules of the non-stdlib packages
+    among them) export it as a public class or function, looked up by importing installed
+    packages in one isolated interpreter (`_isolated`); [] for a name when the lookup fails."""
+    found = _isolated(_LOOKUP, json.dumps(names), json.dumps(modules), str(LOOKUP_MODULES)) \
+        if names and modules else None
+    found = found if isinstance(found, dict) else {}
+    return {n: [m for m in found.get(n, []) if isinstance(m, str)] for n in names}
+
+
 def exporting_modules(name: str, modules: list[str]) -> list[str]:
-    """Which of `modules` (and the public submodules of the non-stdlib packages among them)
-    export `name` as a public class or function, looked up by importing installed packages in
-    an isolated interpreter (`-I`, run from an empty folder, a minimal environment): the
-    script's own folder is never on its path, so no code the model wrote runs outside the
-    sandbox. [] when the lookup fails or times out."""
-    if not modules:
-        return []
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    with tempfile.TemporaryDirectory(prefix="import-lookup-") as empty:
-        try:
-            out = subprocess.run([sys.executable, "-I", "-c", _LOOKUP, name, json.dumps(modules),
-                                  str(LOOKUP_MODULES)], cwd=empty, env={**env, "HOME": empty}, capture_output=True,
-                                 text=True, timeout=LOOKUP_TIMEOUT_S, stdin=subprocess.DEVNULL)
-            return [m for m in json.loads(out.stdout.strip().splitlines()[-1]) if isinstance(m, str)] \
-                if out.returncode == 0 and out.stdout.strip() else []
-        except (subprocess.TimeoutExpired, OSError, ValueError, IndexError):
-            return []
+    """`exporting` for one name."""
+    return exporting([name], modules)[name]
+
+
+def import_statements(names: list[str], code: str) -> dict[str, str]:
+    """The import line that defines each of `names` for this code, for those that have one: a
+    conventional alias (np, pd, F...), or `from <module> import <name>` where a module the script
+    imports (or a public submodule of its packages) exports it; one isolated lookup for all."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    out = {n: ALIASES[n] for n in names if n in ALIASES}
+    rest = [n for n in names if n not in out]
+    imported = imported_modules(tree)
+    for name, found in exporting(rest, imported).items():
+        if (module := pick_module(found, imported)) is not None:
+            out[name] = f"from {module} import {name}"
+    return out
 
 
 def missing_import(name: str, code: str) -> str | None:
-    """The import line that defines `name` for this code: a conventional alias (np, pd, F...),
-    or `from <module> import <name>` where a module the script imports (or a public submodule
-    of its packages) exports it; None when none does."""
+    """`import_statements` for one name; None when no imported library exports it."""
+    return import_statements([name], code).get(name)
+
+
+# names a module has without binding them, and calls after which any name may exist
+_MODULE_NAMES = {"__file__", "__name__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__",
+                 "__path__", "__annotations__", "__cached__"}
+_DYNAMIC = {"exec", "globals", "__import__"}
+
+
+def undefined_names(code: str) -> list[str]:
+    """Names the code reads but binds nowhere (in any scope) and that are not builtins, in the
+    order they appear; [] for code that does not parse, star-imports or defines names at run
+    time (exec, globals()). Conservative: a name bound anywhere counts as defined everywhere."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    bound: set[str] = set()
+    used: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return []
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                used.append((node.lineno, node.col_offset, node.id))
+            else:
+                bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound |= set(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    names = [n for _, _, n in sorted(used)]
+    if _DYNAMIC & set(names):
+        return []
+    return [n for n in dict.fromkeys(names) if n not in bound and n not in vars(builtins) and n not in _MODULE_NAMES]
+
+
+def complete_imports(code: str) -> tuple[str, list[str]]:
+    """The code with an import added for every undefined name an imported library (or a
+    conventional alias) defines, and the import lines added: the small model often rewrites a
+    script's imports and drops ones the rest still uses (KFold, Ridge, make_pipeline in the
+    diabetes runs), which otherwise costs one failed run and one repair per name. Names nothing
+    exports are left for the run to report."""
+    names = undefined_names(code)
+    statements = list(import_statements(names, code).values()) if names else []
+    if not statements:
+        return code, []
+    new = _with_import(code.splitlines(keepends=True), "\n".join(statements))
+    try:
+        ast.parse(new)
+    except SyntaxError:
+        return code, []
+    return new, statements
+
+
+def _import_bindings(tree: ast.Module) -> dict[str, tuple[str, str]]:
+    """What each imported name stands for: local name -> (module, attribute path in it)."""
+    out: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = (a.name if a.asname else a.name.split(".")[0], "")
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.update({a.asname or a.name: (node.module, a.name) for a in node.names if a.name != "*"})
+    return out
+
+
+def _callee(func: ast.expr, bindings: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
+    """(module, attribute path) of a call's function when it is an imported name or an
+    attribute path from one (`RidgeCV`, `nn.Linear`, `torch.optim.Adam`); None otherwise."""
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.insert(0, func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name) or func.id not in bindings:
+        return None
+    module, attr = bindings[func.id]
+    path = ".".join(([attr] if attr else []) + parts)
+    return (module, path) if path else None
+
+
+def _offset(lines: list[str], lineno: int, col: int) -> int:
+    """Index into the joined lines of an ast position (its column counts UTF-8 bytes)."""
+    return sum(map(len, lines[:lineno - 1])) + len(lines[lineno - 1].encode()[:col].decode(errors="ignore"))
+
+
+def keyword_fix(code: str, wrong: str, line: int) -> tuple[str, str, bool] | None:
+    """A fix of "got an unexpected keyword argument 'wrong'" raised at `line`: the call there
+    passing `wrong=`, with the keyword renamed to the callee's closest parameter (the callee's
+    signature read in the isolated interpreter: RidgeCV takes `alphas`, not `alpha`), else with
+    the argument dropped. (code, what, sure): sure when the signature named the parameter."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
         return None
-    if name in ALIASES:
-        return ALIASES[name]
-    imported = imported_modules(tree)
-    module = pick_module(exporting_modules(name, imported), imported)
-    return f"from {module} import {name}" if module else None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+             and any(k.arg == wrong for k in n.keywords)]
+    if not calls:
+        return None
+    call = min(calls, key=lambda n: ((n.end_lineno or n.lineno) - n.lineno, (n.end_col_offset or 0) - n.col_offset))
+    kw = next(k for k in call.keywords if k.arg == wrong)
+    lines = code.splitlines(keepends=True)
+    start, end = _offset(lines, kw.lineno, kw.col_offset), _offset(lines, kw.end_lineno, kw.end_col_offset)
+    callee = _callee(call.func, _import_bindings(tree))
+    params = _isolated(_PARAMETERS, *callee) if callee else None
+    taken = {k.arg for k in call.keywords}
+    right = _closest(wrong, [p for p in params if p not in taken]) if isinstance(params, list) else None
+    name = ".".join(callee) if callee else ast.unparse(call.func)
+    if right is not None:
+        new = code[:start] + right + code[start + len(wrong):]
+        return new, f"line {kw.lineno}: keyword {wrong}= -> {right}= (a parameter of {name})", True
+    after = len(code[end:]) - len(code[end:].lstrip())
+    if code[end + after:end + after + 1] == ",":
+        end = end + after + 1 + len(code[end + after + 1:]) - len(code[end + after + 1:].lstrip(" "))
+    else:
+        before = code[:start].rstrip()
+        if before.endswith(","):
+            start = len(before) - 1
+    return code[:start] + code[end:], f"line {kw.lineno}: dropped the argument {wrong}= ({name} takes no such " \
+        "keyword)", False
 
 
 def _with_import(lines: list[str], statement: str) -> str:
@@ -285,18 +449,24 @@ def _with_import(lines: list[str], statement: str) -> str:
 def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | None = None) -> Suggestion | None:
     """The edit the failure's own message suggests, applied at the failing line of `code_file`;
     None when the message suggests nothing usable. `folder`: where the script's own modules lie
-    (for "cannot import name" without a suggestion)."""
+    (for "cannot import name" without a suggestion). `sure` on the result: the message or a
+    library names the fix (the interpreter's suggestion, an import a library the script uses
+    provides, a keyword the callee's signature has), not a guess from what the code defines."""
     error = (failed.error or "").strip()
     if not error or failed.timed_out:
         return None
     frame = next((f for f in reversed(failed.frames) if f.file == code_file), None)
     lines = code.splitlines(keepends=True)
+    hint = _DID_YOU_MEAN.search(error)
+    sure = True
     if (forgot := _FORGOT_IMPORT.search(error)) is not None:
         new = _with_import(lines, f"import {forgot.group(1)}")
         what = f"added `import {forgot.group(1)}` (the interpreter's suggestion)"
-    elif (frame is not None and (undefined := _UNDEFINED.match(error)) is not None and not _DID_YOU_MEAN.search(error)
+    elif (frame is not None and (undefined := _UNDEFINED.match(error)) is not None
           and (statement := missing_import(undefined.group(1), code)) is not None):
-        new = _with_import(lines, statement)   # before a close defined name: `Ridge` is not the variable `ridge`
+        # before any close defined name: `Ridge` is not the variable `ridge`, and `RidgeCV` is
+        # sklearn's class even where Python suggests the `Ridge` the script imports
+        new = _with_import(lines, statement)
         what = f"added `{statement}` ({undefined.group(1)} is not defined; that module exports it)"
     elif frame is None:  # the error arose outside the edited file: no line to change
         return None
@@ -306,22 +476,26 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
             if (w := pattern.match(error)) is not None:
                 kind, wrong = k, w.group(1)
                 break
-        if wrong is None:
+        if wrong is None or not 1 <= frame.line <= len(lines):
             return None
-        if not 1 <= frame.line <= len(lines):
-            return None
-        hint = _DID_YOU_MEAN.search(error)
-        right = hint.group(1) if hint else _computed(error, kind, wrong, code, frame.line, folder)
-        if right is None or right == wrong:
-            return None
-        line = lines[frame.line - 1]
-        fixed, n = _pattern(kind, wrong).subn(lambda h: h.group(1) + right + (h.group(2) if kind == "keyword" else ""),
-                                              line)
-        if n == 0:  # the name is not on the failing line (e.g. built by getattr): nothing to place
-            return None
-        new = "".join(lines[:frame.line - 1] + [fixed] + lines[frame.line:])
-        what = f"line {frame.line}: {wrong} -> {right} (" + (
-            "the interpreter's suggestion)" if hint else "the closest name the code defines)")
+        if kind == "keyword" and hint is None:
+            fixed = keyword_fix(code, wrong, frame.line)
+            if fixed is None:
+                return None
+            new, what, sure = fixed
+        else:
+            right = hint.group(1) if hint else _computed(error, kind, wrong, code, frame.line, folder)
+            if right is None or right == wrong:
+                return None
+            line = lines[frame.line - 1]
+            fixed, n = _pattern(kind, wrong).subn(
+                lambda h: h.group(1) + right + (h.group(2) if kind == "keyword" else ""), line)
+            if n == 0:  # the name is not on the failing line (e.g. built by getattr): nothing to place
+                return None
+            new = "".join(lines[:frame.line - 1] + [fixed] + lines[frame.line:])
+            what = f"line {frame.line}: {wrong} -> {right} (" + (
+                "the interpreter's suggestion)" if hint else "the closest name the code defines)")
+            sure = hint is not None
     if new == code or check_compiles(new, code_file) is not None:
         return None
-    return Suggestion(code=new, diff=unified_diff(code, new, code_file), what=what)
+    return Suggestion(code=new, diff=unified_diff(code, new, code_file), what=what, sure=sure)
