@@ -123,6 +123,31 @@ def test_the_refill_prompt_names_what_was_dropped_and_why():
     assert user.index("The experiment code:") < user.index("were dropped")  # the ideas prompt's head comes first
 
 
+def test_the_directions_left_untried_are_named():
+    """After near-copies, the refill (and a later round's first request) names the directions no
+    idea of the topic took, so the small model does not propose the same few again."""
+    from assets.ideas import prompts
+    from assets.ideas.angles import ANGLES, untried_angles
+
+    tried = ["feature_selection: Feature Selection (decline)", "lr: Tune the learning rate schedule (failed)",
+             "ens: Average three seeds (decline)"]
+    left = untried_angles(tried)
+    assert len(left) == len(ANGLES) - 2  # the optimiser and the averaging directions are taken
+    assert not any("optimiser" in a or "averaging" in a for a in left) and any("loss" in a for a in left)
+    assert untried_angles([]) == [a for a, _ in ANGLES]
+    head = ("Toy", "A toy task.", "accuracy", "maximize", "LR = 0.1\n")
+    user = prompts.refill(*head, [], tried, [], 2, ["a: Dropout before the head"], ["b: robust loss (dropped)"])[-1]
+    text = user["content"]
+    assert text.count("Directions no idea of this topic has taken yet") == 1
+    listed = text.split("Directions no idea")[1].split("Propose 2")[0]
+    assert "the loss or training objective" not in listed  # the dropped robust-loss idea took it
+    assert "regularisation" not in listed and "a transform of the target" in listed
+    # a later round's first request names them too; round 1 (nothing tried) does not
+    assert "Directions no idea" in prompts.generate(*head, [], tried, [], 3)[-1]["content"]
+    assert "Directions no idea" in prompts.brainstorm(*head, tried, [], 3)[-1]["content"]
+    assert "Directions no idea" not in prompts.generate(*head, [], [], [], 3)[-1]["content"]
+
+
 # -- the asset, with a scripted LLM server ---------------------------------------------------
 
 class NearCopies(Script):

@@ -28,7 +28,9 @@ def _history(earlier: list[str], effective: list[str], analysis: str) -> str:
 
 
 def generate(title: str, description: str, metric: str, goal: str, code: str, papers: list[tuple[int, str, str]],
-             earlier: list[str], effective: list[str], n: int, analysis: str = "") -> list[dict]:
+             earlier: list[str], effective: list[str], n: int, analysis: str = "", angles: bool = True) -> list[dict]:
+    """The literature path's request; after the first round (`earlier` ideas) it names the
+    directions no earlier idea took (`angles`)."""
     refs = "\n".join(f"[{i}] {t}: {s}" for i, t, s in papers) or "(none)"
     return [
         {"role": "system", "content": SYSTEM},
@@ -36,6 +38,7 @@ def generate(title: str, description: str, metric: str, goal: str, code: str, pa
             _head(title, description, metric, goal, code)
             + f"Reference papers:\n{refs}\n\n"
             + _history(earlier, effective, analysis)
+            + (_angles(earlier) if angles and earlier else "")
             + f"Propose {n} different ideas. "
             + FIELDS.format(refs="numbers of the papers that inspired it, may be empty"))},
     ]
@@ -49,6 +52,7 @@ def brainstorm(title: str, description: str, metric: str, goal: str, code: str,
         {"role": "user", "content": (
             _head(title, description, metric, goal, code)
             + _history(earlier, effective, analysis)
+            + (_angles(earlier) if earlier else "")
             + f"Without reading any paper, brainstorm {n} different ideas from your own understanding "
             "of the task and of this code: what limits the metric here, and what would lift it? "
             + FIELDS.format(refs="leave it empty"))},
@@ -62,7 +66,8 @@ def refill(title: str, description: str, metric: str, goal: str, code: str, pape
     the server reuses its cache) with this round's kept ideas and the dropped ones with why."""
     so_far = "\n".join(f"- {k}" for k in kept) or "(none)"
     gone = "\n".join(f"- {d}" for d in dropped) or "(none)"
-    msgs = generate(title, description, metric, goal, code, papers, earlier, effective, n, analysis=analysis)
+    msgs = generate(title, description, metric, goal, code, papers, earlier, effective, n, analysis=analysis,
+                    angles=False)
     ask = msgs[-1]["content"]
     cut = ask.index(f"Propose {n} different ideas")
     msgs[-1] = {"role": "user", "content": (
@@ -72,5 +77,16 @@ def refill(title: str, description: str, metric: str, goal: str, code: str, pape
           "idea tried before, or already published); do not propose them again or anything close to them:\n"
         + f"{gone}\n\n"
         + "Each new idea must change a different part of the code or use a different mechanism than "
-          "the ideas listed above. " + ask[cut:])}
+          "the ideas listed above. " + _angles(earlier + kept + dropped) + ask[cut:])}
     return msgs
+
+
+def _angles(texts: list[str]) -> str:
+    """The directions no earlier idea took (assets/ideas/angles.py), as a request to use them."""
+    from assets.ideas.angles import untried_angles
+
+    left = untried_angles(texts)
+    if not left:
+        return ""
+    return ("Directions no idea of this topic has taken yet; take one of these per new idea (a different "
+            "one for each):\n" + "\n".join(f"- {a}" for a in left) + "\n\n")
