@@ -184,3 +184,18 @@ def test_a_real_failed_run_carries_its_notes(tmp_path):
     a = run_once(RunTarget.of_topic(spec, "check"), variant_code("wrong_import_name"), Runner(), tmp_path, 1)
     assert "cannot import name 'load_dataset'" in a.error
     assert a.error_notes.startswith("- shapes (shapes.py) has no load_dataset; it defines: make_dataset(")
+
+
+def test_a_wrong_keyword_lists_the_library_callees_parameters(tmp_path):
+    """The diabetes run's RidgeCV(alpha=...): the note lists what RidgeCV takes (its signature,
+    read in an isolated interpreter), so the LLM need not guess `C` next."""
+    (tmp_path / "experiment.py").write_text("from sklearn.linear_model import RidgeCV\n\n"
+                                            "model = RidgeCV(alpha=1.0, cv=3)\n")
+    err = "TypeError: _BaseRidgeCV.__init__() got an unexpected keyword argument 'alpha'"
+    library = TraceFrame(file="/usr/lib/python3/site-packages/sklearn/base.py", line=1, function="f")
+    notes = name_notes(err, [frame(3), library], tmp_path)
+    assert len(notes) == 1 and notes[0].startswith("sklearn.linear_model.RidgeCV takes these keyword arguments: alphas")
+    assert "(closest to alpha: alphas" in notes[0]
+    # a callee the script defines itself: no library to read, no note
+    (tmp_path / "experiment.py").write_text("def f(a):\n    return a\n\n\nf(alpha=1)\n")
+    assert name_notes("TypeError: f() got an unexpected keyword argument 'alpha'", [frame(5)], tmp_path) == []

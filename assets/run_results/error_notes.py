@@ -308,6 +308,17 @@ def name_notes(error: str, frames: list[TraceFrame], workspace: str | Path) -> l
                 notes.append(f"{m['type']} ({file}) has these attributes and methods: "
                              + _listing(_class_members(cls), m["attr"]))
                 break
+    elif (m := re.search(r"got an unexpected keyword argument '(?P<k>\w+)'", error)) and frames:
+        from assets.run_results.suggestions import callee_parameters  # reads a library signature, isolated
+
+        inner = next((f for f in reversed(frames) if not Path(f.file).is_absolute() and (ws / f.file).is_file()),
+                     None)
+        try:
+            code = safe_read_text(ws / inner.file, ws, SOURCE_BYTES) if inner is not None else None
+        except (OSError, ValueError):
+            code = None
+        if code and (found := callee_parameters(code, m["k"], inner.line)) is not None:
+            notes.append(f"{found[0]} takes these keyword arguments: " + _listing(found[1], m["k"]))
     elif m := re.search(r"module '(?P<mod>[\w.]+)' has no attribute '(?P<attr>\w+)'", error):
         defs = module_definitions(m["mod"], ws)
         if defs is not None:

@@ -405,6 +405,28 @@ def _offset(lines: list[str], lineno: int, col: int) -> int:
     return sum(map(len, lines[:lineno - 1])) + len(lines[lineno - 1].encode()[:col].decode(errors="ignore"))
 
 
+def _keyword_call(tree: ast.Module, wrong: str, line: int) -> ast.Call | None:
+    """The innermost call spanning `line` that passes the keyword `wrong`."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+             and any(k.arg == wrong for k in n.keywords)]
+    return min(calls, key=lambda n: ((n.end_lineno or n.lineno) - n.lineno, (n.end_col_offset or 0) - n.col_offset),
+               default=None)
+
+
+def callee_parameters(code: str, wrong: str, line: int) -> tuple[str, list[str]] | None:
+    """(callee, its keyword parameters) of the call at `line` that passes `wrong=`, when the
+    callee is a library function or class the script imports (its signature read in the
+    isolated interpreter); None otherwise."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    call = _keyword_call(tree, wrong, line)
+    callee = _callee(call.func, _import_bindings(tree)) if call is not None else None
+    params = _isolated(_PARAMETERS, *callee) if callee else None
+    return (".".join(callee), params) if isinstance(params, list) else None
+
+
 def keyword_fix(code: str, wrong: str, line: int) -> tuple[str, str, bool] | None:
     """A fix of "got an unexpected keyword argument 'wrong'" raised at `line`: the call there
     passing `wrong=`, with the keyword renamed to the callee's closest parameter (the callee's
@@ -414,19 +436,16 @@ def keyword_fix(code: str, wrong: str, line: int) -> tuple[str, str, bool] | Non
         tree = ast.parse(code)
     except SyntaxError:
         return None
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
-             and any(k.arg == wrong for k in n.keywords)]
-    if not calls:
+    call = _keyword_call(tree, wrong, line)
+    if call is None:
         return None
-    call = min(calls, key=lambda n: ((n.end_lineno or n.lineno) - n.lineno, (n.end_col_offset or 0) - n.col_offset))
     kw = next(k for k in call.keywords if k.arg == wrong)
     lines = code.splitlines(keepends=True)
     start, end = _offset(lines, kw.lineno, kw.col_offset), _offset(lines, kw.end_lineno, kw.end_col_offset)
-    callee = _callee(call.func, _import_bindings(tree))
-    params = _isolated(_PARAMETERS, *callee) if callee else None
+    found = callee_parameters(code, wrong, line)
     taken = {k.arg for k in call.keywords}
-    right = _closest(wrong, [p for p in params if p not in taken]) if isinstance(params, list) else None
-    name = ".".join(callee) if callee else ast.unparse(call.func)
+    right = _closest(wrong, [p for p in found[1] if p not in taken]) if found else None
+    name = found[0] if found else ast.unparse(call.func)
     if right is not None:
         new = code[:start] + right + code[start + len(wrong):]
         return new, f"line {kw.lineno}: keyword {wrong}= -> {right}= (a parameter of {name})", True
