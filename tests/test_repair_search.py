@@ -90,6 +90,10 @@ def test_suggested_fix_applies_the_message_at_the_failing_line(tmp_path):
     assert s is not None and s.code.splitlines()[3] == "print(value)"
     assert s.code.splitlines()[4] == "print(valu, value)"  # only the failing line changes
     assert "-print(valu)" in s.diff and "valu -> value" in s.what
+    assert not s.sure  # a short name: Python suggests any near one (`best` -> `test`), a guess
+    s = suggested_fix("factor = 2\nprint(factr)\n",
+                      failure("NameError: name 'factr' is not defined. Did you mean: 'factor'?", 2), "x.py")
+    assert s.sure and s.code.endswith("print(factor)\n")
     # an attribute: only after a dot; the name alone elsewhere on the line stays
     code = "def f(m, train_stepp):\n    return m.train_stepp(train_stepp)\n"
     s = suggested_fix(code, failure("AttributeError: 'Model' object has no attribute 'train_stepp'. "

@@ -152,6 +152,17 @@ def _computed(error: str, kind: str, wrong: str, code: str, line: int, folder: P
     return None
 
 
+SURE_RATIO = 0.8  # how close the interpreter's suggestion must be to count as a typo's fix
+
+
+def _plain_typo(wrong: str, right: str) -> bool:
+    """Is the interpreter's suggestion surely the fix: the names differ by case only, or by a
+    letter or two in a name of 5+ letters? Python also suggests any short near name: `best`
+    (a variable the patch removed) -> `test` in the diabetes runs, which is a guess."""
+    return wrong.lower() == right.lower() or (
+        min(len(wrong), len(right)) >= 5 and difflib.SequenceMatcher(None, wrong, right).ratio() >= SURE_RATIO)
+
+
 def _pattern(kind: str, wrong: str) -> re.Pattern:
     if kind == "attribute":  # obj.wrong, obj . wrong
         return re.compile(rf"(\.\s*){re.escape(wrong)}\b")
@@ -514,7 +525,7 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
             new = "".join(lines[:frame.line - 1] + [fixed] + lines[frame.line:])
             what = f"line {frame.line}: {wrong} -> {right} (" + (
                 "the interpreter's suggestion)" if hint else "the closest name the code defines)")
-            sure = hint is not None
+            sure = hint is not None and _plain_typo(wrong, right)
     if new == code or check_compiles(new, code_file) is not None:
         return None
     return Suggestion(code=new, diff=unified_diff(code, new, code_file), what=what, sure=sure)
