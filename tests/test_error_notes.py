@@ -94,6 +94,10 @@ def frame(line: int, function: str = "<module>") -> TraceFrame:
     ("TypeError: SGD.__init__() got an unexpected keyword argument 'learning_rate'",
      "no parameter named learning_rate"),
     ("RecursionError: maximum recursion depth exceeded", "calls itself"),
+    ("sklearn.exceptions.NotFittedError: When `prefit=True`, `estimator` is expected to be a fitted estimator.",
+     "used before it was fitted"),
+    ("sklearn.exceptions.NotFittedError: This StandardScaler instance is not fitted yet. Call 'fit' first.",
+     "call its fit(...)"),
 ])
 def test_explain_known_errors_with_their_numbers(error, expected):
     notes = explain(error)

@@ -112,6 +112,10 @@ HINTS: list[tuple[re.Pattern, str | Callable[[re.Match], str]]] = [(re.compile(p
      r"must be (?P<w>[\w.]+), not (?P<g>[\w.]+)",
      "A function received an argument of the wrong type: check what is passed to it, and what each value "
      "used there really is (a tuple, a list, a tensor, a number)."),
+    (r"NotFittedError|This (?P<t>\w+) instance is not fitted yet",
+     "A scikit-learn object is used before it was fitted: call its fit(...) on the training data before "
+     "transform/predict (a wrapper such as SelectFromModel with prefit=True needs an estimator fitted "
+     "beforehand; with prefit=False it fits the estimator itself)."),
     (r"maximum recursion depth exceeded",
      "A function calls itself without end - often a method (like forward) that calls itself or the module "
      "itself instead of its layers."),
