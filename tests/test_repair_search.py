@@ -235,6 +235,49 @@ def test_complete_imports_adds_every_missing_library_import_at_once():
     assert complete_imports("import json\nprint(json.dumps(1))\n") == ("import json\nprint(json.dumps(1))\n", [])
 
 
+def test_a_misplaced_top_level_block_is_moved_below_what_it_reads():
+    """diabetes r1: the functions format put a new top-level block among the imports, above the
+    constants and data it reads; it moves (with the statement that uses it) below their lines."""
+    from assets.run_results.suggestions import mend, reorder_top_level
+
+    code = textwrap.dedent("""\
+        import numpy as np
+        search = make_search(ALPHAS, cv=folds)
+        search.fit(x)
+        from helpers import make_search
+
+        ALPHAS = [0.1, 1.0]
+
+
+        def f():
+            return later_name  # read when called: not a reason to move
+
+
+        x = np.ones(3)
+        folds = 5
+        print(search.best, f)
+        """)
+    new, notes = reorder_top_level(code)
+    assert len(notes) == 1 and "moved lines 2, 3 below line 14" in notes[0]
+    lines = new.splitlines()
+    assert lines[11:15] == ["folds = 5", "search = make_search(ALPHAS, cv=folds)", "search.fit(x)",
+                            "print(search.best, f)"]
+    assert sorted(new.splitlines()) == sorted(code.splitlines())  # moved, nothing lost or added
+    assert reorder_top_level(new) == (new, [])
+    # the statement waited for reads what the moved one binds: a cycle, nothing moves
+    cyc = "a = b + 1\nb = a * 2\n"
+    assert reorder_top_level(cyc) == (cyc, [])
+    # two statements on one line: not moved
+    semi = "y = z; w = 1\nz = 2\n"
+    assert reorder_top_level(semi) == (semi, [])
+    # mend: moved, then the imports completed
+    code = "from sklearn.linear_model import Ridge\nm = make_pipeline(Ridge(alpha=A))\nA = 1.0\n"
+    fixed, notes = mend(code)
+    assert fixed.splitlines() == ["from sklearn.pipeline import make_pipeline", "from sklearn.linear_model import Ridge",
+                                  "A = 1.0", "m = make_pipeline(Ridge(alpha=A))"]
+    assert len(notes) == 2 and notes[1] == "added `from sklearn.pipeline import make_pipeline`"
+
+
 def test_a_wrong_keyword_is_renamed_to_the_callees_parameter_or_dropped():
     """The diabetes run's RidgeCV(alpha=...) (RidgeCV takes `alphas`): the callee's signature,
     read in the isolated interpreter, names the parameter; a keyword nothing resembles is

@@ -25,7 +25,7 @@ from assets.patched_code.edit_formats import (
 from assets.patched_code.resampling import complete_resampled
 from assets.run_results.experimenting import OUT_DIR, remove_hidden
 from assets.run_results.honesty import honesty_problems
-from assets.run_results.suggestions import complete_imports
+from assets.run_results.suggestions import mend
 from resources.llm import LLM
 from resources.paths import under_home
 from resources.runner import prepare_workspace
@@ -84,10 +84,10 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
     if not res.ok:
         return Draft(index=k, edit_format=fmt, status=edit_status(res), reason=res.error, how=how,
                      resamples=resamples)
-    patched, added = complete_imports(res.value.code)
-    diff = unified_diff(code, patched, spec.code) if added else res.value.diff
-    if added:  # names the draft uses whose imports it left out: added before any run is spent on them
-        how += "; imports added: " + ", ".join(a.rsplit(" ", 1)[-1] for a in added)
+    patched, mended = mend(res.value.code)
+    diff = unified_diff(code, patched, spec.code) if mended else res.value.diff
+    if mended:  # misplaced statements and left-out imports: mended before any run is spent on them
+        how += "; mended: " + "; ".join(mended)
     return Draft(index=k, edit_format=fmt, status="ok", how=how, diff=diff, code=patched,
                  code_sha256=program_hash(patched), resamples=resamples)
 

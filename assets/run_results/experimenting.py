@@ -396,11 +396,11 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     if not res.ok:
         a.fix_status, a.fix_error = edit_status(res), res.error
         return None
-    from assets.run_results.suggestions import complete_imports
+    from assets.run_results.suggestions import mend
 
     a.fix_status, a.fix_diff = "ok", res.value.diff
-    fixed, added = complete_imports(res.value.code)
-    if added:  # the fix used names whose imports it left out (or dropped): added, no run spent on them
+    fixed, mended = mend(res.value.code)
+    if mended:  # misplaced statements and left-out imports of the fix: mended, no run spent on them
         a.fix_diff = unified_diff(current, fixed, target.code_file)
     return fixed
 
