@@ -267,6 +267,9 @@ def test_a_misplaced_top_level_block_is_moved_below_what_it_reads():
     # the statement waited for reads what the moved one binds: a cycle, nothing moves
     cyc = "a = b + 1\nb = a * 2\n"
     assert reorder_top_level(cyc) == (cyc, [])
+    # names made at run time: nothing can be read from the text, nothing moves
+    dyn = "print(thing)\nglobals()['thing'] = 1\nthing = 2\n"
+    assert reorder_top_level(dyn) == (dyn, [])
     # two statements on one line: not moved
     semi = "y = z; w = 1\nz = 2\n"
     assert reorder_top_level(semi) == (semi, [])

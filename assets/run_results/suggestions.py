@@ -331,6 +331,13 @@ _MODULE_NAMES = {"__file__", "__name__", "__doc__", "__spec__", "__loader__", "_
 _DYNAMIC = {"exec", "globals", "__import__"}
 
 
+def _dynamic(tree: ast.Module) -> bool:
+    """Does the module star-import or define names at run time (exec, globals())? Then which
+    names exist where cannot be read from the text."""
+    return any((isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names))
+               or (isinstance(n, ast.Name) and n.id in _DYNAMIC) for n in ast.walk(tree))
+
+
 def undefined_names(code: str) -> list[str]:
     """Names the code reads but binds nowhere (in any scope) and that are not builtins, in the
     order they appear; [] for code that does not parse, star-imports or defines names at run
@@ -339,11 +346,11 @@ def undefined_names(code: str) -> list[str]:
         tree = ast.parse(code)
     except SyntaxError:
         return []
+    if _dynamic(tree):
+        return []
     bound: set[str] = set()
     used: list[tuple[int, int, str]] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-            return []
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 used.append((node.lineno, node.col_offset, node.id))
@@ -362,8 +369,6 @@ def undefined_names(code: str) -> list[str]:
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
     names = [n for _, _, n in sorted(used)]
-    if _DYNAMIC & set(names):
-        return []
     return [n for n in dict.fromkeys(names) if n not in bound and n not in vars(builtins) and n not in _MODULE_NAMES]
 
 
@@ -420,6 +425,8 @@ def reorder_top_level(code: str) -> tuple[str, list[str]]:
     try:
         tree = ast.parse(code)
     except SyntaxError:
+        return code, []
+    if _dynamic(tree):
         return code, []
     moved: list[str] = []
     for _ in range(len(tree.body)):
