@@ -32,10 +32,10 @@ BASE = {"name": "seedy", "title": "T", "description": "d", "code": "exp.py",
         "budget": {"seeds": 3, "run_timeout_s": 60, "memory_mb": 1024}}
 
 
-def topic(root: Path, execution: dict | None = None, **budget):
+def topic(root: Path, execution: dict | None = None, extra: dict | None = None, **budget):
     d = root / "seedy"
     d.mkdir(parents=True)
-    spec = {**BASE, "budget": {**BASE["budget"], **budget}}
+    spec = {**BASE, **(extra or {}), "budget": {**BASE["budget"], **budget}}
     if execution is not None:
         spec["execution"] = execution
     (d / "topic.yaml").write_text(yaml.safe_dump(spec))
@@ -56,7 +56,7 @@ class FakeRunner:
         self.lock = threading.Lock()
 
     def run(self, command, workdir, timeout_s, env=None, memory_mb=None, hide=(), **kw):
-        seed = int(command[command.index("--seed") + 1])
+        seed = int(command[command.index("--seed") + 1]) if "--seed" in command else 0
         with self.lock:
             self.calls.append({"seed": seed, "memory_mb": memory_mb, **kw})
             self.active += 1
@@ -113,6 +113,22 @@ def test_the_topics_block_reaches_runner_run_and_a_topic_without_it_passes_nothi
     runner = FakeRunner()
     assert run_once(RunTarget.of_topic(plain), SCRIPT, runner, tmp_path / "wb", 1).error is None
     assert "execution" not in runner.calls[0]  # runners written before the block keep working
+
+
+def test_the_scorer_and_the_patch_self_check_go_where_the_topic_says_too(tmp_path):
+    from assets.patched_code.patching import self_check
+    from schemas.records import FilteredIdea
+
+    spec = topic(tmp_path, {"backend": "ray"}, extra={"score": "python score.py --pred {pred_dir} --out {out_dir}",
+                                                      "check": "python exp.py --dry_run --out_dir {out_dir}"})
+    runner = FakeRunner()
+    a = run_once(RunTarget.of_topic(spec), SCRIPT, runner, tmp_path / "w", 1)
+    assert a.error is None and len(runner.calls) == 2  # the run, then its scorer
+    assert all(c["execution"] is spec.execution for c in runner.calls)
+    idea = FilteredIdea(idea_id="seedy/r1/x", topic="seedy", round="r1", name="x", title="X", experiment="e",
+                        summary="s", max_similarity=0.0, independent=True, kept=True)
+    assert self_check(spec, idea, SCRIPT, runner)[0] is True
+    assert len(runner.calls) == 3 and runner.calls[2]["execution"] is spec.execution
 
 
 @pytest.mark.parametrize("env,block,where", [

@@ -50,7 +50,7 @@ from assets.run_results.tracebacks import (
     own_frames,
 )
 from resources.paths import under_home
-from resources.runner import chosen_backend, prepare_workspace, prune_attempts
+from resources.runner import chosen_backend, execution_kwargs, prepare_workspace, prune_attempts
 from resources.safe_io import (
     atomic_write_text,
     read_memo,
@@ -90,11 +90,6 @@ class RunTarget:
     score: tuple[str, ...] = ()  # the scorer (fresh sandbox, after a run that exits 0); it writes the metric
     hidden: tuple[str, ...] = ()  # files of `folder` the run's workspace lacks (only the scorer sees them)
     execution: ExecutionSpec | None = None  # the topic's backend and Ray request (None: the environment's)
-
-    def run_options(self) -> dict:
-        """Runner.run's `execution` keyword, only when the topic has the block (runners written
-        before it, such as test fakes, keep working for the others)."""
-        return {"execution": self.execution} if self.execution is not None else {}
 
     @classmethod
     def of_topic(cls, spec: TopicSpec, which: str = "run", seed: int = 0) -> RunTarget:
@@ -239,7 +234,7 @@ def run_scorer(t: RunTarget, ws: Path, runner,
         shutil.rmtree(pred) if pred.is_dir() and not pred.is_symlink() else pred.unlink()
     _copy_predictions(ws / OUT_DIR, pred)
     res = runner.run(list(t.score), sws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}),
-                     **t.run_options())
+                     **execution_kwargs(t.execution))
     out = ws / OUT_DIR
     real_out = out.is_dir() and not out.is_symlink()  # a link made by the run is never written through
     claimed = out / "final_info.json"
@@ -282,7 +277,7 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     before = file_hashes(ws, skip=(t.code_file, OUT_DIR))  # only the code may differ from the topic's files
     cmd = list(t.command)
     extra = {"env": env} if env else {}
-    extra.update(t.run_options())
+    extra.update(execution_kwargs(t.execution))
     if t.hidden:  # the topic folder itself holds the hidden files: out of the run's sight
         extra["hide"] = [t.folder]
     res = runner.run(cmd, ws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **extra)
