@@ -1,5 +1,6 @@
 """The Ray experiment backend: each attempt runs as one Ray task, under the same sandbox, on a
-worker of a Ray cluster (RESEARCHLOOP_BACKEND=ray; the cluster is RAY_ADDRESS, read by Ray).
+worker of a Ray cluster (RESEARCHLOOP_BACKEND=ray, or a topic's `execution: {backend: ray}`; the
+cluster is RAY_ADDRESS, read by Ray).
 
 What happens to one `Runner.run(command, ws, ...)`:
 
@@ -7,8 +8,9 @@ What happens to one `Runner.run(command, ws, ...)`:
    `_attempt_on_worker` with the resources the attempt declares (`attempt_request`): the topic's
    `execution:` cpus / gpus / resources, each one it leaves empty from RESEARCHLOOP_RAY_CPUS /
    _GPUS / _RESOURCES (custom resources, e.g. a `gpu_slot` a cluster defines), and the attempt's
-   `memory_mb` (the topic's budget) as Ray's `memory`; `max_retries` = RESEARCHLOOP_RAY_RETRIES re-runs it from scratch
-   when its worker dies (Ray retries system failures only, never an exception of ours);
+   `memory_mb` (the topic's budget) as Ray's `memory`; `max_retries` = RESEARCHLOOP_RAY_RETRIES
+   re-runs it from scratch when its worker dies (Ray retries system failures only, never an
+   exception of ours);
 2. the worker unpacks it into a fresh folder under its scratch dir, runs `run_sandboxed` there
    (bubblewrap, rlimits, memory watchdog, timeout: `resources/runner.py`; the GPUs Ray gave the
    task become its CUDA_VISIBLE_DEVICES, its CPUs its thread counts), and sends back the result,

@@ -549,11 +549,12 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
 def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env: dict[str, str] | None = None,
                  log: Callable[[str], None] = print, reference: float | None = None, gate: bool = True) -> RunResult:
     """With budget.seeds = n > 1: run a successful result's final code again with seeds 1..n-1
-    (the run itself was seed 0); the metric becomes the mean, with the per-seed values and their
-    spread (sample standard deviation) beside it. A seed that fails fails the result: the change
-    is not robust. With `gate` (ideas) only a result whose seed 0 beats the `reference` (default:
-    the mean of the baseline's seeds, memoised, see `baseline_values`) is repeated; the others
-    keep their one seed, which the verdict's test cannot call an improvement."""
+    (the run itself was seed 0; `run_seeds`: side by side on the ray backend); the metric becomes
+    the mean, with the per-seed values and their spread (sample standard deviation) beside it. A
+    seed that fails fails the result: the change is not robust. With `gate` (ideas) only a result
+    whose seed 0 beats the `reference` (default: the mean of the baseline's seeds, memoised, see
+    `baseline_values`) is repeated; the others keep their one seed, which the verdict's test
+    cannot call an improvement."""
     n = spec.budget.seeds or 1
     if result.status != "success" or result.seed_values:
         return result
