@@ -135,7 +135,9 @@ def render(rec: dict) -> str:
         cells = [f"{model_round(run_s, overhead, g, ideas, 3) / 60:.1f} min" for g in (8, 16, 32, 64)]
         lines.append(f"| {ideas} | " + " | ".join(cells) + " |")
     lines += ["", "Once GPUs outnumber ideas the stage takes one chain's time whatever the cluster's size: past that "
-              "point more GPUs only help if seeds fan out within an idea (today they run one after the other)."]
+              "point more GPUs only help through the extra seeds, which on the ray backend run side by side within "
+              "an idea (README \"Scaling out\"), so a chain's seeds take one attempt's time when GPUs are free (the "
+              "table's chains hold one extra seed, the same either way)."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,13 +1,16 @@
 """The Ray experiment backend: each attempt runs as one Ray task, under the same sandbox, on a
-worker of a Ray cluster (RESEARCHLOOP_BACKEND=ray; the cluster is RAY_ADDRESS, read by Ray).
+worker of a Ray cluster (RESEARCHLOOP_BACKEND=ray, or a topic's `execution: {backend: ray}`; the
+cluster is RAY_ADDRESS, read by Ray).
 
 What happens to one `Runner.run(command, ws, ...)`:
 
 1. the step packs the prepared workspace (every file, link and folder under `ws`) and submits
-   `_attempt_on_worker` with the resources the attempt declares: RESEARCHLOOP_RAY_CPUS / _GPUS /
-   _RESOURCES (custom resources, e.g. a `gpu_slot` a cluster defines) and the attempt's
-   `memory_mb` as Ray's `memory`; `max_retries` = RESEARCHLOOP_RAY_RETRIES re-runs it from scratch
-   when its worker dies (Ray retries system failures only, never an exception of ours);
+   `_attempt_on_worker` with the resources the attempt declares (`attempt_request`): the topic's
+   `execution:` cpus / gpus / resources, each one it leaves empty from RESEARCHLOOP_RAY_CPUS /
+   _GPUS / _RESOURCES (custom resources, e.g. a `gpu_slot` a cluster defines), and the attempt's
+   `memory_mb` (the topic's budget) as Ray's `memory`; `max_retries` = RESEARCHLOOP_RAY_RETRIES
+   re-runs it from scratch when its worker dies (Ray retries system failures only, never an
+   exception of ours);
 2. the worker unpacks it into a fresh folder under its scratch dir, runs `run_sandboxed` there
    (bubblewrap, rlimits, memory watchdog, timeout: `resources/runner.py`; the GPUs Ray gave the
    task become its CUDA_VISIBLE_DEVICES, its CPUs its thread counts), and sends back the result,
@@ -39,12 +42,16 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from resources.runner import TAIL_CHARS, ProcessResult, read_tail
-from resources.settings import settings
+from resources.settings import Settings, settings
+
+if TYPE_CHECKING:
+    from schemas.topic import ExecutionSpec
 
 log = logging.getLogger(__name__)
 
@@ -249,9 +256,25 @@ def parse_resources(text: str) -> dict[str, float]:
     return out
 
 
-def task_options(memory_mb: int, cpus: float, gpus: float, resources: str, retries: int) -> dict:
-    """Ray's .options() for one attempt: what it declares, and retries on a lost worker only."""
-    return {"num_cpus": cpus, "num_gpus": gpus, "resources": parse_resources(resources),
+def attempt_request(execution: ExecutionSpec | None = None,
+                    env: Settings | None = None) -> tuple[float, float, dict[str, float]]:
+    """(cpus, gpus, custom resources) one attempt asks Ray for: the topic's `execution:` block
+    field by field, each field it leaves empty (or no block) from the environment
+    (RESEARCHLOOP_RAY_CPUS / _GPUS / _RESOURCES)."""
+    env = env or settings()
+    ex = execution
+    cpus = env.ray_cpus if ex is None or ex.cpus is None else float(ex.cpus)
+    gpus = env.ray_gpus if ex is None or ex.gpus is None else float(ex.gpus)
+    resources = (parse_resources(env.ray_resources) if ex is None or ex.resources is None
+                 else {k: float(v) for k, v in ex.resources.items()})
+    return cpus, gpus, resources
+
+
+def task_options(memory_mb: int, cpus: float, gpus: float, resources: str | Mapping[str, float], retries: int) -> dict:
+    """Ray's .options() for one attempt: what it declares, and retries on a lost worker only.
+    `resources`: a mapping, or the environment's 'name=amount,...' text."""
+    custom = parse_resources(resources) if isinstance(resources, str) else dict(resources)
+    return {"num_cpus": cpus, "num_gpus": gpus, "resources": custom,
             "memory": int(memory_mb) << 20, "max_retries": retries, "retry_exceptions": False,
             "name": "researchloop-attempt"}
 
@@ -365,9 +388,12 @@ def connect() -> None:
 
 
 def run_on_ray(command: list[str], workdir: Path, *, timeout_s: float, memory_mb: int, env: dict[str, str] | None,
-               hide: Sequence[Path | str], limit_address_space: bool, limits: dict) -> ProcessResult:
+               hide: Sequence[Path | str], limit_address_space: bool, limits: dict,
+               execution: ExecutionSpec | None = None) -> ProcessResult:
     """One attempt as a Ray task (see the module docstring); `hide`: dirs to hide besides the
-    worker's defaults; `limits`: run_sandboxed's other limits (max_procs, max_file_mb, disk_mb, ...)."""
+    worker's defaults; `limits`: run_sandboxed's other limits (max_procs, max_file_mb, disk_mb,
+    sandbox: the Dagster side's choice, applied on the worker); `execution`: the topic's block
+    (what the attempt asks for, see `attempt_request`; None: the environment's)."""
     import ray
     from ray import exceptions as rx
 
@@ -378,18 +404,19 @@ def run_on_ray(command: list[str], workdir: Path, *, timeout_s: float, memory_mb
         connect()
     except Exception as e:  # no cluster: the attempt fails with the reason, the round goes on
         return lost_result(command, workdir, f"cannot reach the Ray cluster: {type(e).__name__}: {e}")
+    cpus, gpus, resources = attempt_request(execution, s)
     job = {"name": workdir.name, "files": pack(workdir), "command": [str(c) for c in command],
            "timeout_s": float(timeout_s), "env": dict(env or {}), "hide": [str(h) for h in hide],
-           "cpus": s.ray_cpus, "limit_address_space": limit_address_space,
+           "cpus": cpus, "limit_address_space": limit_address_space,
            "limits": {"memory_mb": int(memory_mb), **limits}, "return_bytes": s.ray_return_mb << 20}
-    opts = task_options(memory_mb, s.ray_cpus, s.ray_gpus, s.ray_resources, s.ray_retries)
+    opts = task_options(memory_mb, cpus, gpus, resources, s.ray_retries)
     ref = ray.remote(_attempt_on_worker).options(**opts).remote(job)
     wait_s = s.ray_wait_s + (s.ray_retries + 1) * (float(timeout_s) + 60)
     try:
         reply = ray.get(ref, timeout=wait_s)
     except rx.GetTimeoutError:
         ray.cancel(ref, force=True)
-        wanted = f"{opts['resources'] or ''} {s.ray_cpus:g} CPU / {s.ray_gpus:g} GPU".strip()
+        wanted = f"{opts['resources'] or ''} {cpus:g} CPU / {gpus:g} GPU".strip()
         return lost_result(command, workdir, f"no result within {wait_s:.0f} s (no node with {wanted} free, "
                            "or a hung worker)", time.monotonic() - start)
     except rx.RayTaskError:

@@ -86,6 +86,7 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import psutil
@@ -95,6 +96,9 @@ from resources.safe_io import read_tail, safe_read  # noqa: F401  (the one tail 
 from resources.settings import settings
 from resources.timing_log import EXPERIMENT as SPAN_EXPERIMENT
 from resources.timing_log import log_span
+
+if TYPE_CHECKING:
+    from schemas.topic import ExecutionSpec
 
 log = logging.getLogger(__name__)
 
@@ -903,6 +907,19 @@ def unsandboxed_by_environment() -> bool:
     return settings().unsandboxed
 
 
+def chosen_backend(execution: ExecutionSpec | None = None) -> str:
+    """Where an attempt runs: the topic's `execution.backend` when it names one, else
+    RESEARCHLOOP_BACKEND (read at each run; default local). Neither is run config: the UI's
+    launchpad cannot move attempts, nor switch their sandbox off (see unsandboxed_by_environment)."""
+    return (execution.backend if execution is not None else None) or settings().backend
+
+
+def execution_kwargs(execution: ExecutionSpec | None) -> dict:
+    """Runner.run's `execution` keyword for a topic's block, empty when the topic has none (so
+    runners written before the keyword, such as test fakes, keep working for those topics)."""
+    return {"execution": execution} if execution is not None else {}
+
+
 class Runner(dg.ConfigurableResource):
     """Runs generated experiment code: bubblewrap sandbox, rlimits, memory watchdog, timeout,
     disk quota. Whether it sandboxes is not configurable here: see unsandboxed_by_environment."""
@@ -918,20 +935,23 @@ class Runner(dg.ConfigurableResource):
 
     def run(self, command: list[str], workdir: str | Path, timeout_s: float,
             env: dict[str, str] | None = None, memory_mb: int | None = None,
-            hide: Sequence[Path | str] = ()) -> ProcessResult:
+            hide: Sequence[Path | str] = (), execution: ExecutionSpec | None = None) -> ProcessResult:
         """memory_mb overrides the resource's limit for this run (e.g. a topic's budget); `hide`
         adds dirs to the default hidden ones (e.g. a topic folder holding a scorer's labels).
-        With RESEARCHLOOP_BACKEND=ray (read at each run) the attempt runs as a Ray task under the same
-        sandbox on a worker, its workspace changes and logs brought back (resources/ray_backend.py)."""
+        `execution`: the topic's `execution:` block (None: the environment decides, see
+        `chosen_backend`). On the ray backend the attempt runs as a Ray task under the same sandbox
+        on a worker, asking for the block's cpus / gpus / resources (each empty one: the environment's),
+        its workspace changes and logs brought back (resources/ray_backend.py)."""
         t0 = time.time()
-        if settings().backend == "ray":
+        if chosen_backend(execution) == "ray":
             from resources.ray_backend import run_on_ray
 
             res = run_on_ray(list(command), Path(workdir), timeout_s=timeout_s, memory_mb=memory_mb or self.memory_mb,
                              env=env, hide=hide, limit_address_space=self.limit_address_space,
                              limits={"max_procs": self.max_procs, "max_file_mb": self.max_file_mb,
                                      "sandbox": self.sandboxed(), "disk_mb": self.disk_mb,
-                                     "disk_files": self.disk_files})
+                                     "disk_files": self.disk_files},
+                             execution=execution)
         else:
             res = run_sandboxed(list(command), Path(workdir), timeout_s=timeout_s,
                                 memory_mb=memory_mb or self.memory_mb, max_procs=self.max_procs,

@@ -79,6 +79,7 @@ class Settings(BaseSettings):
                             "read (os.pathsep-separated); read by resources/runner.py")
 
     # -- the Ray experiment backend (resources/ray_backend.py; Ray itself reads RAY_ADDRESS) ---------
+    # a topic.yaml `execution:` block (backend, cpus, gpus, resources) wins over these for its topic
     backend: str = Field("local", pattern="^(local|ray)$", description="RESEARCHLOOP_BACKEND: local (a sandboxed "
                          "subprocess in the step) | ray (each attempt a Ray task, same sandbox on the worker)")
     ray_cpus: float = Field(1.0, ge=0, description="RESEARCHLOOP_RAY_CPUS: CPUs one attempt asks Ray for")

@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
     ValidationError,
     field_validator,
     model_validator,
@@ -117,6 +118,54 @@ class LiteratureSpec(BaseModel):
         return self
 
 
+# Ray's own resource names: asked for with `cpus`, `gpus` and budget.memory_mb, never as custom resources
+RAY_RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+class ExecutionSpec(BaseModel):
+    """Where this topic's attempts run and what one attempt asks a Ray cluster for
+    (resources/ray_backend.py). An empty field is the environment's choice: RESEARCHLOOP_BACKEND,
+    RESEARCHLOOP_RAY_CPUS / _GPUS / _RESOURCES. Memory is `budget.memory_mb`. Whether attempts are
+    sandboxed is not a topic setting (only RESEARCHLOOP_UNSANDBOXED where Dagster runs)."""
+    model_config = ConfigDict(extra="forbid")
+    backend: Literal["local", "ray"] | None = Field(
+        None, description="local: a sandboxed subprocess of the step; ray: a Ray task on a worker, under the same "
+        "sandbox; empty: RESEARCHLOOP_BACKEND (default local)")
+    cpus: StrictFloat | None = Field(None, ge=0, allow_inf_nan=False, description="CPUs one attempt asks Ray for "
+                                     "(also its thread count); empty: RESEARCHLOOP_RAY_CPUS")
+    gpus: StrictFloat | None = Field(None, ge=0, allow_inf_nan=False, description="GPUs one attempt asks Ray for "
+                                     "(a fraction below 1, or a whole number); empty: RESEARCHLOOP_RAY_GPUS")
+    resources: dict[str, StrictFloat] | None = Field(
+        None, description="custom Ray resources one attempt asks for, e.g. {gpu_slot: 1}; empty: "
+        "RESEARCHLOOP_RAY_RESOURCES ({} asks for none)")
+
+    @field_validator("gpus")
+    @classmethod
+    def _whole_when_above_one(cls, v: float | None) -> float | None:
+        if v is not None and v > 1 and not float(v).is_integer():
+            raise ValueError(f"must be a fraction below 1 or a whole number of GPUs, not {v:g}")
+        return v
+
+    @field_validator("resources")
+    @classmethod
+    def _plain_resources(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        for name, amount in (v or {}).items():
+            if not name.strip() or name != name.strip():
+                raise ValueError(f"resource name {name!r} must be non-empty, without surrounding spaces")
+            if name in RAY_RESERVED_RESOURCES:
+                raise ValueError(f"{name!r} is Ray's own resource: use cpus, gpus or budget.memory_mb")
+            if not math.isfinite(amount) or amount < 0:
+                raise ValueError(f"resource {name!r}: the amount must be a finite number >= 0, not {amount}")
+        return v
+
+    @model_validator(mode="after")
+    def _requests_need_ray(self) -> ExecutionSpec:
+        asked = [f for f in ("cpus", "gpus", "resources") if getattr(self, f) is not None]
+        if self.backend == "local" and asked:
+            raise ValueError(f"{', '.join(asked)} apply to the ray backend, not backend: local")
+        return self
+
+
 class TopicSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -139,6 +188,8 @@ class TopicSpec(BaseModel):
     budget: Budget = Budget()
     ideation: IdeationSpec = IdeationSpec()
     literature: LiteratureSpec | None = Field(None, description="this topic's paper source; empty: the global one")
+    execution: ExecutionSpec | None = Field(None, description="where this topic's attempts run (local | ray) and "
+                                            "what one asks Ray for; empty: the environment's choice")
     reference: Literal["best", "baseline"] = Field(
         "best", description="the code each round edits: best = the best verified code so far (an idea judged an "
         "improvement becomes the next round's reference, assets/best_code); baseline = the original reference "

@@ -180,8 +180,10 @@ class LocalCluster:
             "num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20, "temp_dir": self.temp})
         self.nodes = []
 
-    def add(self):
-        node = self.cluster.add_node(num_cpus=1, resources={"gpu_slot": 1}, object_store_memory=80 << 20)
+    def add(self, resources: dict | None = None):
+        """A worker node with one CPU and `resources` (default: one gpu_slot)."""
+        node = self.cluster.add_node(num_cpus=1, resources={"gpu_slot": 1} if resources is None else resources,
+                                     object_store_memory=80 << 20)
         self.nodes.append(node)
         return node
 
@@ -366,6 +368,54 @@ def test_a_round_runs_its_experiments_on_the_cluster(ray_cluster, home, fake_llm
     assert sum(r.status == "success" for r in runs.values()) >= 1
     logs = list((home / "dagster_home").rglob("*.stdout.log"))       # every run of the round too: none local
     assert len(logs) > 3 and all(re.search(r"-ray\d+\.stdout\.log$", p.name) for p in logs)
+
+
+SEEDY = """\
+import argparse, json, os, time
+p = argparse.ArgumentParser(); p.add_argument('--seed', type=int); p.add_argument('--out_dir')
+a = p.parse_args(); os.makedirs(a.out_dir, exist_ok=True)
+t0 = time.time(); time.sleep(8)
+json.dump({'accuracy': 0.80 + 0.01 * a.seed, 't0': t0, 't1': time.time()},
+          open(os.path.join(a.out_dir, 'final_info.json'), 'w'))
+"""
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_topics_execution_block_sends_its_seeds_to_the_nodes_with_its_resource(ray_cluster, tmp_path, monkeypatch):
+    """The environment says nothing (local backend, no resources); topic.yaml says
+    `execution: {backend: ray, resources: {gpu_slot: 1}}`. With a third node that has a CPU but
+    no gpu_slot, every attempt (seed 0, then seeds 1 and 2 side by side) runs on Ray, on the two
+    nodes holding a gpu_slot only."""
+    from assets.run_results.experimenting import repeat_seeds, run_with_repair
+    from resources.runner import Runner
+    from schemas.records import RunResult
+    from schemas.topic import load_topic
+
+    monkeypatch.delenv("RESEARCHLOOP_BACKEND")
+    monkeypatch.delenv("RESEARCHLOOP_RAY_RESOURCES")
+    plain = ray_cluster.add(resources={})
+    topic = tmp_path / "seedy"
+    topic.mkdir()
+    (topic / "topic.yaml").write_text(
+        "name: seedy\ntitle: T\ndescription: d\ncode: exp.py\nrun: python exp.py --seed {seed} --out_dir {out_dir}\n"
+        "metric: {name: accuracy, goal: maximize}\nbudget: {seeds: 3, run_timeout_s: 120}\n"
+        "execution: {backend: ray, resources: {gpu_slot: 1}}\n")
+    (topic / "exp.py").write_text(SEEDY)
+    spec = load_topic(topic)
+    work = tmp_path / "work"
+    first = run_with_repair(spec, SEEDY, runner=Runner(), llm=None, workdir=work, idea_id="seedy/r1/x", title="x",
+                            max_repairs=0, edit_format="whole", log=lambda m: None)
+    r = repeat_seeds(spec, first, Runner(), work, log=lambda m: None, reference=0.5)
+    assert r.status == "success" and r.seed_values == pytest.approx([0.80, 0.81, 0.82]), r
+    logs = list(work.rglob("*.stdout.log"))
+    assert len(logs) == 3 and all(re.search(r"-ray\d+\.stdout\.log$", p.name) for p in logs)  # all on Ray
+    used = {d.name for d in (ray_cluster.scratch / "researchloop-ray").iterdir()}
+    slots = {n.node_id[:16] for n in ray_cluster.nodes_alive() if n.node_id != plain.node_id}
+    assert used and used <= slots and plain.node_id[:16] not in used       # only nodes with a gpu_slot
+    s1, s2 = (RunResult.model_validate_json(next((work / f"seed-{k}").glob("result-*.json")).read_text()).metrics
+              for k in (1, 2))
+    assert s1["t0"] < s2["t1"] and s2["t0"] < s1["t1"]                    # seeds 1 and 2 ran at the same time
 
 
 def test_scaleout_section_is_its_record_rendered():

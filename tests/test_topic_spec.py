@@ -143,3 +143,45 @@ def test_discover_topics_splits_valid_and_errors(tmp_path):
 
 def test_discover_topics_missing_root(tmp_path):
     assert discover_topics(tmp_path / "nope") == ({}, {})
+
+
+# --------------------------------------------------------------------------- execution: (backend, Ray request)
+
+@pytest.mark.parametrize("execution,match", [
+    ({"backend": "slurm"}, r"field 'execution.backend': Input should be 'local' or 'ray'"),
+    ({"backend": "ray", "gpus": -1}, r"field 'execution.gpus': Input should be greater than or equal to 0"),
+    ({"cpus": -0.5}, r"field 'execution.cpus'"),
+    ({"gpus": 1.5}, r"field 'execution.gpus': .*fraction below 1 or a whole number"),
+    ({"gpus": True}, r"field 'execution.gpus'"),                       # not silently 1 GPU
+    ({"gpus": float("inf")}, r"field 'execution.gpus': Input should be a finite number"),
+    ({"gpu": 1}, r"field 'execution.gpu': Extra inputs are not permitted"),   # a typo
+    ({"sandbox": False}, r"field 'execution.sandbox': Extra inputs are not permitted"),  # never a topic's choice
+    ({"memory_mb": 8000}, r"field 'execution.memory_mb'"),             # memory stays budget.memory_mb
+    ({"resources": {"gpu_slot": -1}}, r"field 'execution.resources'.*finite number >= 0"),
+    ({"resources": {"GPU": 1}}, r"field 'execution.resources'.*Ray's own resource: use cpus, gpus"),
+    ({"resources": {"": 1}}, r"field 'execution.resources'.*non-empty"),
+    ({"resources": ["gpu_slot"]}, r"field 'execution.resources'"),
+    ({"backend": "local", "gpus": 1}, r"field 'execution'.*gpus apply to the ray backend"),
+    ("ray", r"field 'execution'"),
+])
+def test_bad_execution_blocks_name_the_field(tmp_path, execution, match):
+    with pytest.raises(TopicSpecError, match=match) as ei:
+        load_topic(make_topic(tmp_path, "toy", with_(execution=execution)))
+    assert str(ei.value).startswith("toy: ")
+
+
+def test_execution_block_loads_and_an_absent_one_is_the_environments_choice(tmp_path):
+    from assets.shared.topics import spec_from_json
+
+    d = make_topic(tmp_path, "toy", text=yaml.safe_dump(VALID) + (
+        "execution:\n  backend: ray\n  cpus: 2\n  gpus: 0.5\n  resources: {gpu_slot: 1, a100: 0.25}\n"))
+    spec = load_topic(d)
+    ex = spec.execution
+    assert (ex.backend, ex.cpus, ex.gpus, ex.resources) == ("ray", 2.0, 0.5, {"gpu_slot": 1.0, "a100": 0.25})
+    assert spec_from_json(spec.model_dump_json(), spec.dir) == spec  # topic_brief's captured copy keeps it
+    # only some fields: the others stay empty (the environment fills them at run time)
+    part = load_topic(make_topic(tmp_path / "b", "toy", with_(execution={"gpus": 1})))
+    assert part.execution.backend is None and part.execution.resources is None and part.execution.gpus == 1
+    plain = load_topic(make_topic(tmp_path / "c", "toy", VALID))
+    assert plain.execution is None
+    assert spec_from_json(plain.model_dump_json(), plain.dir).execution is None

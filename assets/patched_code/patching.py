@@ -28,7 +28,7 @@ from assets.run_results.honesty import honesty_problems
 from assets.run_results.suggestions import mend
 from resources.llm import LLM
 from resources.paths import under_home
-from resources.runner import prepare_workspace
+from resources.runner import execution_kwargs, prepare_workspace
 from resources.safe_io import atomic_write_text, read_memo
 from schemas.records import Draft, ExperimentPlan, FilteredIdea, Patch
 from schemas.topic import TopicSpec
@@ -132,7 +132,8 @@ def self_check(spec: TopicSpec, idea: FilteredIdea, patched: str, runner) -> tup
         remove_hidden(ws, tuple(spec.hidden))  # a scored topic's labels: never in a run's sight
         (ws / spec.code).write_text(patched)
         r = runner.run(spec.run_command(OUT_DIR, "check"), ws, timeout_s=min(120.0, spec.budget.run_timeout_s),
-                       memory_mb=spec.budget.memory_mb, **({"hide": [spec.path]} if spec.hidden else {}))
+                       memory_mb=spec.budget.memory_mb, **({"hide": [spec.path]} if spec.hidden else {}),
+                       **execution_kwargs(spec.execution))
         checked = {"ok": r.exit_code == 0 and not r.timed_out,
                    "last_line": (r.stderr_tail.strip().splitlines() or ["(no output)"])[-1][:300]}
         atomic_write_text(memo, json.dumps(checked))

@@ -18,7 +18,8 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +51,7 @@ from assets.run_results.tracebacks import (
     own_frames,
 )
 from resources.paths import under_home
-from resources.runner import prepare_workspace, prune_attempts
+from resources.runner import chosen_backend, execution_kwargs, prepare_workspace, prune_attempts
 from resources.safe_io import (
     atomic_write_text,
     read_memo,
@@ -59,7 +60,7 @@ from resources.safe_io import (
     safe_read_text,
 )
 from schemas.records import Attempt, RunResult
-from schemas.topic import TopicSpec
+from schemas.topic import ExecutionSpec, TopicSpec
 
 OUT_DIR = "out"
 PRED_DIR = "predictions"  # where a scorer's workspace holds the run's OUT_DIR
@@ -89,6 +90,7 @@ class RunTarget:
     bounds: tuple[float, float] | None = None  # the metric's valid range: a value outside fails the attempt
     score: tuple[str, ...] = ()  # the scorer (fresh sandbox, after a run that exits 0); it writes the metric
     hidden: tuple[str, ...] = ()  # files of `folder` the run's workspace lacks (only the scorer sees them)
+    execution: ExecutionSpec | None = None  # the topic's backend and Ray request (None: the environment's)
 
     @classmethod
     def of_topic(cls, spec: TopicSpec, which: str = "run", seed: int = 0) -> RunTarget:
@@ -98,7 +100,7 @@ class RunTarget:
                    timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb, metric=spec.metric.name,
                    label=label, bounds=spec.metric.bounds,
                    score=tuple(spec.run_command(OUT_DIR, "score", pred_dir=PRED_DIR)) if spec.score else (),
-                   hidden=tuple(spec.hidden))
+                   hidden=tuple(spec.hidden), execution=spec.execution)
 
 
 def as_target(spec: TopicSpec | RunTarget) -> RunTarget:
@@ -232,7 +234,8 @@ def run_scorer(t: RunTarget, ws: Path, runner,
     if pred.exists() or pred.is_symlink():
         shutil.rmtree(pred) if pred.is_dir() and not pred.is_symlink() else pred.unlink()
     _copy_predictions(ws / OUT_DIR, pred)
-    res = runner.run(list(t.score), sws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}))
+    res = runner.run(list(t.score), sws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}),
+                     **execution_kwargs(t.execution))
     out = ws / OUT_DIR
     real_out = out.is_dir() and not out.is_symlink()  # a link made by the run is never written through
     claimed = out / "final_info.json"
@@ -275,6 +278,7 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     before = file_hashes(ws, skip=(t.code_file, OUT_DIR))  # only the code may differ from the topic's files
     cmd = list(t.command)
     extra = {"env": env} if env else {}
+    extra.update(execution_kwargs(t.execution))
     if t.hidden:  # the topic folder itself holds the hidden files: out of the run's sight
         extra["hide"] = [t.folder]
     res = runner.run(cmd, ws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **extra)
@@ -556,11 +560,12 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
 def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env: dict[str, str] | None = None,
                  log: Callable[[str], None] = print, reference: float | None = None, gate: bool = True) -> RunResult:
     """With budget.seeds = n > 1: run a successful result's final code again with seeds 1..n-1
-    (the run itself was seed 0); the metric becomes the mean, with the per-seed values and their
-    spread (sample standard deviation) beside it. A seed that fails fails the result: the change
-    is not robust. With `gate` (ideas) only a result whose seed 0 beats the `reference` (default:
-    the mean of the baseline's seeds, memoised, see `baseline_values`) is repeated; the others
-    keep their one seed, which the verdict's test cannot call an improvement."""
+    (the run itself was seed 0; `run_seeds`: side by side on the ray backend); the metric becomes
+    the mean, with the per-seed values and their spread (sample standard deviation) beside it. A
+    seed that fails fails the result: the change is not robust. With `gate` (ideas) only a result
+    whose seed 0 beats the `reference` (default: the mean of the baseline's seeds, memoised, see
+    `baseline_values`) is repeated; the others keep their one seed, which the verdict's test
+    cannot call an improvement."""
     n = spec.budget.seeds or 1
     if result.status != "success" or result.seed_values:
         return result
@@ -576,11 +581,9 @@ def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env:
                 f"{'?' if ref is None else f'{ref:.4g}'}: not repeated")
             return result.model_copy(update={"seed_values": [result.metric_value]})
     values = [result.metric_value]
-    for seed in range(1, n):
-        target = RunTarget.of_topic(spec, seed=seed)
-        r = run_with_repair(target, result.final_code, runner=runner, llm=None, workdir=workdir / f"seed-{seed}",
-                            idea_id=f"{result.idea_id} seed {seed}", title="", max_repairs=0, edit_format="whole",
-                            log=log, env=env)
+    seeds = range(1, n)
+    for seed, r in zip(seeds, run_seeds(spec, result.final_code, seeds, runner, workdir, result.idea_id, env=env,
+                                        log=log)):
         if r.status != "success":
             return result.model_copy(update={"status": "failed", "reason": f"seed {seed} failed: {r.reason}"})
         values.append(r.metric_value)
@@ -589,6 +592,62 @@ def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env:
     return result.model_copy(update={
         "metric_value": mean, "seed_values": values, "metric_spread": spread,
         "metrics": {**result.metrics, f"{m}_seed0": values[0], m: mean, f"{m}_spread": spread}})
+
+
+def run_seeds(spec: TopicSpec, code: str, seeds: Sequence[int], runner, workdir: Path, idea_id: str,
+              env: dict[str, str] | None = None, log: Callable[[str], None] = print) -> list[RunResult]:
+    """`code` run once per seed, no repairs, each memoised in workdir/seed-<k> (a resumed run
+    redoes only the seeds that did not finish). On the ray backend (the topic's `execution.backend`,
+    else RESEARCHLOOP_BACKEND) the seeds are submitted together, one thread per seed waiting on its
+    Ray task, and each runs to its end whatever the others do; on the local backend they run one
+    after the other (side by side they would only share the same cores) and stop at the first
+    that fails. Returns the results in seed order up to and including the first that failed; an
+    exception raised for a seed (e.g. no sandbox on a worker) is raised, after the other seeds
+    finished, where the loop one after the other would have raised it."""
+    def one(seed: int) -> RunResult:
+        return run_with_repair(RunTarget.of_topic(spec, seed=seed), code, runner=runner, llm=None,
+                               workdir=workdir / f"seed-{seed}", idea_id=f"{idea_id} seed {seed}", title="",
+                               max_repairs=0, edit_format="whole", log=log, env=env)
+
+    seeds = list(seeds)
+    fan_out = len(seeds) > 1 and chosen_backend(spec.execution) == "ray"
+    if fan_out:
+        log(f"{idea_id}: seeds {', '.join(map(str, seeds))} submitted together")
+    outcomes = _each_in_a_thread(one, seeds) if fan_out else None
+    results: list[RunResult] = []
+    for i, seed in enumerate(seeds):
+        if outcomes is None:
+            r = one(seed)
+        else:
+            r, error = outcomes[i]
+            if error is not None:
+                raise error
+        results.append(r)
+        if r.status != "success":
+            break
+    return results
+
+
+def _each_in_a_thread(fn: Callable, items: list) -> list[tuple[object, BaseException | None]]:
+    """fn(item) for all items at once, one thread each (the caller bounds their number: seeds are
+    at most 10); (result, exception) per item, in item order. Daemon threads: a step cancelled
+    while they wait on their Ray tasks can still exit (Ray then ends the tasks of the gone
+    process), where a ThreadPoolExecutor's threads would be waited for at exit."""
+    out: list[tuple[object, BaseException | None]] = [(None, None)] * len(items)
+
+    def work(i: int, item) -> None:
+        try:
+            out[i] = (fn(item), None)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, which raises it
+            out[i] = (None, e)
+
+    threads = [threading.Thread(target=work, args=(i, item), name=f"researchloop-{i}", daemon=True)
+               for i, item in enumerate(items)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
 
 
 def baseline_values(spec: TopicSpec, runner, env: dict[str, str] | None = None,

@@ -1,0 +1,284 @@
+"""A topic's `execution:` block (schemas/topic.py ExecutionSpec) and the seed fan-out.
+
+The block's backend and Ray request travel TopicSpec -> RunTarget -> Runner.run(execution=) ->
+run_on_ray's task options, the topic's fields winning over the environment's; a result's extra
+seeds and the baseline's seeds run side by side on the ray backend and one after the other on
+the local one, each memoised. No cluster here: fake runners and a fake `ray` module (the real
+cluster test is in tests/test_ray_backend.py)."""
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from assets.run_results.experimenting import (
+    RunTarget,
+    baseline_values,
+    repeat_seeds,
+    run_once,
+)
+from resources.runner import ProcessResult
+from schemas.records import RunResult
+from schemas.topic import ExecutionSpec, load_topic
+
+SCRIPT = "print('the fake runner never runs me')\n"
+BASE = {"name": "seedy", "title": "T", "description": "d", "code": "exp.py",
+        "run": "python exp.py --seed {seed} --out_dir {out_dir}",
+        "metric": {"name": "accuracy", "goal": "maximize", "tolerance": 0.001},
+        "budget": {"seeds": 3, "run_timeout_s": 60, "memory_mb": 1024}}
+
+
+def topic(root: Path, execution: dict | None = None, extra: dict | None = None, **budget):
+    d = root / "seedy"
+    d.mkdir(parents=True)
+    spec = {**BASE, **(extra or {}), "budget": {**BASE["budget"], **budget}}
+    if execution is not None:
+        spec["execution"] = execution
+    (d / "topic.yaml").write_text(yaml.safe_dump(spec))
+    (d / "exp.py").write_text(SCRIPT)
+    return load_topic(d)
+
+
+class FakeRunner:
+    """Runner.run's stand-in: records each call (seed, keyword arguments, how many ran at once)
+    and 'runs' the script by writing final_info.json with accuracy 0.80 + 0.01 * seed. Seeds in
+    `fail` exit 1; seeds in `boom` raise; with `barrier`, seeds > 0 wait there for each other
+    (only calls that are in flight together get through)."""
+
+    def __init__(self, barrier: threading.Barrier | None = None, fail=(), boom=()):
+        self.barrier, self.fail, self.boom = barrier, set(fail), set(boom)
+        self.calls: list[dict] = []
+        self.active = self.max_active = 0
+        self.lock = threading.Lock()
+
+    def run(self, command, workdir, timeout_s, env=None, memory_mb=None, hide=(), **kw):
+        seed = int(command[command.index("--seed") + 1]) if "--seed" in command else 0
+        with self.lock:
+            self.calls.append({"seed": seed, "memory_mb": memory_mb, **kw})
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            if self.barrier is not None and seed > 0:
+                self.barrier.wait()
+            if seed in self.boom:
+                raise RuntimeError(f"no sandbox for seed {seed}")
+            ws = Path(workdir)
+            logs = ws.parent / "logs"
+            logs.mkdir(exist_ok=True)
+            out, err = logs / f"{ws.name}.out", logs / f"{ws.name}.err"
+            code = 1 if seed in self.fail else 0
+            out.write_text("")
+            err.write_text("" if code == 0 else f"ValueError: seed {seed} diverged\n")
+            if code == 0:
+                (ws / "out").mkdir(exist_ok=True)
+                (ws / "out" / "final_info.json").write_text(f'{{"accuracy": {0.80 + 0.01 * seed}}}')
+            return ProcessResult(command=list(command), workdir=str(ws), exit_code=code, timed_out=False,
+                                 killed_reason=None, duration_s=0.1, stdout_path=str(out), stderr_path=str(err),
+                                 stdout_tail="", stderr_tail=err.read_text(), sandboxed=True)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    def seeds(self) -> list[int]:
+        return [c["seed"] for c in self.calls]
+
+
+def first_seed(spec) -> RunResult:
+    return RunResult(idea_id="seedy/r1/x", status="success", metric_value=0.80, final_code=SCRIPT,
+                     metrics={"accuracy": 0.80})
+
+
+@pytest.fixture(autouse=True)
+def environment(monkeypatch, tmp_path):
+    for var in ("RESEARCHLOOP_BACKEND", "RESEARCHLOOP_RAY_CPUS", "RESEARCHLOOP_RAY_GPUS", "RESEARCHLOOP_RAY_RESOURCES",
+                "RESEARCHLOOP_UNSANDBOXED"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+
+
+# --------------------------------------------------------------------------- the block reaches the runner
+
+def test_the_topics_block_reaches_runner_run_and_a_topic_without_it_passes_nothing(tmp_path):
+    spec = topic(tmp_path / "a", {"backend": "ray", "gpus": 1, "resources": {"gpu_slot": 1}})
+    runner = FakeRunner()
+    a = run_once(RunTarget.of_topic(spec), SCRIPT, runner, tmp_path / "wa", 1)
+    assert a.error is None and a.metrics == {"accuracy": pytest.approx(0.80)}
+    assert runner.calls[0]["execution"] is spec.execution and runner.calls[0]["memory_mb"] == 1024
+    assert RunTarget.of_topic(spec, "run", seed=2).execution is spec.execution
+    plain = topic(tmp_path / "b")
+    runner = FakeRunner()
+    assert run_once(RunTarget.of_topic(plain), SCRIPT, runner, tmp_path / "wb", 1).error is None
+    assert "execution" not in runner.calls[0]  # runners written before the block keep working
+
+
+def test_the_scorer_and_the_patch_self_check_go_where_the_topic_says_too(tmp_path):
+    from assets.patched_code.patching import self_check
+    from schemas.records import FilteredIdea
+
+    spec = topic(tmp_path, {"backend": "ray"}, extra={"score": "python score.py --pred {pred_dir} --out {out_dir}",
+                                                      "check": "python exp.py --dry_run --out_dir {out_dir}"})
+    runner = FakeRunner()
+    a = run_once(RunTarget.of_topic(spec), SCRIPT, runner, tmp_path / "w", 1)
+    assert a.error is None and len(runner.calls) == 2  # the run, then its scorer
+    assert all(c["execution"] is spec.execution for c in runner.calls)
+    idea = FilteredIdea(idea_id="seedy/r1/x", topic="seedy", round="r1", name="x", title="X", experiment="e",
+                        summary="s", max_similarity=0.0, independent=True, kept=True)
+    assert self_check(spec, idea, SCRIPT, runner)[0] is True
+    assert len(runner.calls) == 3 and runner.calls[2]["execution"] is spec.execution
+
+
+@pytest.mark.parametrize("env,block,where", [
+    ("", None, "local"),                       # nothing said: local, as before
+    ("ray", None, "ray"),                      # the environment alone still works
+    ("", {"backend": "ray"}, "ray"),           # the topic's choice wins over the environment's default
+    ("ray", {"backend": "local"}, "local"),
+    ("ray", {"gpus": 1}, "ray"),               # no backend in the block: the environment's
+    ("local", {"gpus": 1}, "local"),
+])
+def test_runner_run_goes_where_the_topic_says_else_the_environment(ws, monkeypatch, env, block, where):
+    import resources.ray_backend as rb
+    import resources.runner as rr
+    from resources.ray_backend import lost_result
+
+    if env:
+        monkeypatch.setenv("RESEARCHLOOP_BACKEND", env)
+    seen: list = []
+
+    def record(where):
+        return lambda cmd, wd, **kw: seen.append((where, kw)) or lost_result(cmd, wd, "x")
+
+    monkeypatch.setattr(rb, "run_on_ray", record("ray"))
+    monkeypatch.setattr(rr, "run_sandboxed", record("local"))
+    execution = ExecutionSpec.model_validate(block) if block is not None else None
+    rr.Runner().run(["python", "-c", "pass"], ws, timeout_s=5, execution=execution)
+    assert [s[0] for s in seen] == [where]
+    kw = seen[0][1]
+    sandbox = kw["sandbox"] if where == "local" else kw["limits"]["sandbox"]
+    assert sandbox is True  # the block never turns the sandbox off, on a worker neither
+    if where == "ray":
+        assert kw["execution"] is execution
+    # the old call, without the keyword, is the environment's choice
+    seen.clear()
+    rr.Runner().run(["python", "-c", "pass"], ws, timeout_s=5)
+    assert [s[0] for s in seen] == ["ray" if env == "ray" else "local"]
+
+
+def _fake_ray(monkeypatch) -> list[dict]:
+    """A `ray` module that records the task options and job of each submitted attempt and then
+    times out (so run_on_ray returns the 'no node free' record naming what was asked for)."""
+    submitted: list[dict] = []
+    rx = types.SimpleNamespace(GetTimeoutError=type("GetTimeoutError", (Exception,), {}),
+                               RayTaskError=type("RayTaskError", (Exception,), {}),
+                               RayError=type("RayError", (Exception,), {}))
+
+    class Remote:
+        def options(self, **opts):
+            submitted.append({"opts": opts})
+            return self
+
+        def remote(self, job):
+            submitted[-1]["job"] = job
+            return "ref"
+
+    def get(ref, timeout):
+        raise rx.GetTimeoutError()
+
+    fake = types.SimpleNamespace(is_initialized=lambda: True, remote=lambda fn: Remote(), get=get,
+                                 cancel=lambda ref, force: None, exceptions=rx)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setitem(sys.modules, "ray.exceptions", rx)
+    return submitted
+
+
+def test_the_ray_task_asks_for_the_topics_resources_field_by_field(ws, monkeypatch):
+    from resources.runner import Runner
+
+    monkeypatch.setenv("RESEARCHLOOP_RAY_CPUS", "4")
+    monkeypatch.setenv("RESEARCHLOOP_RAY_GPUS", "0")
+    monkeypatch.setenv("RESEARCHLOOP_RAY_RESOURCES", "gpu_slot=1")
+    submitted = _fake_ray(monkeypatch)
+    ex = ExecutionSpec(backend="ray", gpus=1, resources={"a100": 1})
+    r = Runner().run(["python", "x.py"], ws, timeout_s=5, memory_mb=2048, execution=ex)
+    opts, job = submitted[0]["opts"], submitted[0]["job"]
+    assert (opts["num_cpus"], opts["num_gpus"], opts["resources"]) == (4.0, 1.0, {"a100": 1.0})  # cpus: the env's
+    assert opts["memory"] == 2048 << 20 and job["cpus"] == 4.0 and job["limits"]["sandbox"] is True
+    assert r.exit_code is None and "{'a100': 1.0} 4 CPU / 1 GPU" in r.stderr_tail
+    # no block (or empty fields): the environment's request, as before
+    monkeypatch.setenv("RESEARCHLOOP_BACKEND", "ray")
+    Runner().run(["python", "x.py"], ws, timeout_s=5, memory_mb=2048)
+    opts = submitted[1]["opts"]
+    assert (opts["num_cpus"], opts["num_gpus"], opts["resources"]) == (4.0, 0.0, {"gpu_slot": 1.0})
+    # `resources: {}` asks for no custom resource at all, cpus from the block
+    Runner().run(["python", "x.py"], ws, timeout_s=5, execution=ExecutionSpec(cpus=0.5, resources={}))
+    opts, job = submitted[2]["opts"], submitted[2]["job"]
+    assert opts["resources"] == {} and opts["num_cpus"] == 0.5 and job["cpus"] == 0.5
+
+
+# --------------------------------------------------------------------------- seeds
+
+@pytest.mark.parametrize("env,block", [("", {"backend": "ray"}), ("ray", None)])
+def test_a_results_seeds_run_side_by_side_on_the_ray_backend(tmp_path, monkeypatch, env, block):
+    if env:
+        monkeypatch.setenv("RESEARCHLOOP_BACKEND", env)
+    spec = topic(tmp_path, block, seeds=4)
+    runner = FakeRunner(barrier=threading.Barrier(3, timeout=20))  # seeds 1, 2, 3 must be in flight together
+    logs: list[str] = []
+    r = repeat_seeds(spec, first_seed(spec), runner, tmp_path / "work", log=logs.append, reference=0.5)
+    assert sorted(runner.seeds()) == [1, 2, 3] and runner.max_active == 3
+    assert r.status == "success" and r.seed_values == pytest.approx([0.80, 0.81, 0.82, 0.83])  # in seed order
+    assert any("seeds 1, 2, 3 submitted together" in m for m in logs)
+
+
+@pytest.mark.parametrize("env,block", [("", None), ("ray", {"backend": "local"})])
+def test_a_results_seeds_run_one_after_the_other_on_the_local_backend(tmp_path, monkeypatch, env, block):
+    if env:
+        monkeypatch.setenv("RESEARCHLOOP_BACKEND", env)
+    spec = topic(tmp_path, block, seeds=4)
+    runner = FakeRunner()
+    r = repeat_seeds(spec, first_seed(spec), runner, tmp_path / "work", reference=0.5)
+    assert runner.seeds() == [1, 2, 3] and runner.max_active == 1
+    assert r.seed_values == pytest.approx([0.80, 0.81, 0.82, 0.83])
+    # a failing seed stops the others, as before
+    runner = FakeRunner(fail={1})
+    r = repeat_seeds(spec, first_seed(spec), runner, tmp_path / "work2", reference=0.5)
+    assert runner.seeds() == [1] and r.status == "failed" and r.reason.startswith("seed 1 failed: ")
+
+
+def test_a_memoised_seed_is_not_run_again(tmp_path):
+    spec = topic(tmp_path, {"backend": "ray"})
+    runner, work = FakeRunner(), tmp_path / "work"
+    done = repeat_seeds(spec, first_seed(spec), runner, work, reference=0.5)
+    assert sorted(runner.seeds()) == [1, 2] and done.seed_values == pytest.approx([0.80, 0.81, 0.82])
+    again = repeat_seeds(spec, first_seed(spec), runner, work, reference=0.5)  # a resumed step
+    assert sorted(runner.seeds()) == [1, 2] and again.seed_values == done.seed_values
+    for memo in (work / "seed-2").glob("result-*.json"):  # seed 2 was cut short this time
+        memo.unlink()
+    assert repeat_seeds(spec, first_seed(spec), runner, work, reference=0.5).seed_values == done.seed_values
+    assert sorted(runner.seeds()) == [1, 2, 2]
+
+
+def test_on_ray_a_failing_seed_is_recorded_and_the_others_still_finish(tmp_path):
+    spec = topic(tmp_path, {"backend": "ray"}, seeds=4)
+    runner = FakeRunner(barrier=threading.Barrier(3, timeout=20), fail={1})
+    r = repeat_seeds(spec, first_seed(spec), runner, tmp_path / "work", reference=0.5)
+    assert r.status == "failed" and r.reason.startswith("seed 1 failed: ") and "diverged" in r.reason
+    assert sorted(runner.seeds()) == [1, 2, 3]
+    assert all(list((tmp_path / "work" / f"seed-{s}").glob("result-*.json")) for s in (2, 3))  # memoised
+    # an exception (not a failed run) is raised as before, once the other seeds have finished
+    runner = FakeRunner(barrier=threading.Barrier(3, timeout=20), boom={2})
+    with pytest.raises(RuntimeError, match="no sandbox for seed 2"):
+        repeat_seeds(spec, first_seed(spec), runner, tmp_path / "work3", reference=0.5)
+    assert sorted(runner.seeds()) == [1, 2, 3]
+    assert all(list((tmp_path / "work3" / f"seed-{s}").glob("result-*.json")) for s in (1, 3))
+
+
+def test_the_baselines_seeds_run_side_by_side_on_ray_and_stay_memoised(tmp_path):
+    spec = topic(tmp_path, {"backend": "ray"})
+    runner = FakeRunner(barrier=threading.Barrier(2, timeout=20))  # seeds 1 and 2 together (seed 0 first)
+    assert baseline_values(spec, runner) == pytest.approx([0.80, 0.81, 0.82])
+    assert runner.seeds()[0] == 0 and sorted(runner.seeds()[1:]) == [1, 2] and runner.max_active == 2
+    assert baseline_values(spec, runner) == pytest.approx([0.80, 0.81, 0.82]) and len(runner.calls) == 3
