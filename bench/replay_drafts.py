@@ -5,6 +5,8 @@ For each draft of each idea in the `patched_code` records of a DAGSTER_HOME (a l
 effectiveness bench ran), each draft that applied (status ok) is run in the real sandbox twice:
 
 - `as_written`: the draft as recorded, run once (no repair);
+- `verdict`: a draft that runs after mending is run on the topic's other seeds and judged against the
+  baseline's seeds by the loop's verdict rule;
 - `mechanical`: the draft mended (`mend`: misplaced statements moved, missing imports added), then the
   repair search with suggestions only (`run_with_repair`, llm=None, the topic's
   `budget.debug_attempts` candidates): the interpreter's and the libraries' suggestions.
@@ -35,12 +37,14 @@ SCRIPT = "bench/replay_drafts.py"
 
 
 def replay(home: Path, topic: str, work: Path) -> list[dict]:
-    from assets.run_results.experimenting import run_with_repair
+    from assets.feedback_summary.verdicts import judge_seeds
+    from assets.run_results.experimenting import baseline_values, repeat_seeds, run_with_repair
     from assets.run_results.suggestions import mend
     from resources.paths import REPO_ROOT
 
     spec = load_topic(REPO_ROOT / "experiments" / topic)
     runner = Runner()
+    base = baseline_values(spec, runner, log=lambda s: None)
     rows = []
     for path in sorted((home / "records" / "patched_code" / topic).glob("r*.parquet")):
         for patch in from_frame(pl.read_parquet(path), Patch):
@@ -55,10 +59,17 @@ def replay(home: Path, topic: str, work: Path) -> list[dict]:
                 completed, added = mend(d.code)
                 mech = run_with_repair(spec, completed, workdir=work / path.stem / tag / "mechanical",
                                        max_repairs=spec.budget.debug_attempts, **common)
+                verdict = None
+                if mech.status == "success":  # the topic's seeds and its verdict rule, against the baseline's seeds
+                    seeded = repeat_seeds(spec, mech, runner, work / path.stem / tag / "seeds", log=lambda s: None,
+                                          gate=False)
+                    if seeded.status == "success":
+                        v, why, _ = judge_seeds(seeded.seed_values, base, spec.metric.goal, spec.metric.tolerance)
+                        verdict = {"verdict": v, "reason": why, "seed_values": seeded.seed_values}
                 rows.append({
                     "round": path.stem, "idea_id": patch.idea_id, "draft": d.index,
                     "as_written": {"status": first.status, "error": first.reason, "metric": first.metric_value},
-                    "mended": added,
+                    "mended": added, "verdict": verdict,
                     "mechanical": {"status": mech.status, "error": mech.reason, "metric": mech.metric_value,
                                    "attempts": [{"fix_source": a.fix_source, "error": a.error,
                                                  "diff": a.applied_diff} for a in mech.attempts]},
@@ -84,14 +95,19 @@ def section(rows: list[dict], name: str, topic: str, home: str, sample: str) -> 
              "| | drafts that run | ideas with a draft that runs |", "|---|---|---|",
              f"| as written | {ran_as}/{len(rows)} | {ideas_as}/{len(ideas)} |",
              f"| mended + mechanical repairs | {ran_mech}/{len(rows)} | {ideas_mech}/{len(ideas)} |", "",
-             "| round | idea | draft | as written | mended before the run | after the mechanical repairs |",
-             "|---|---|---|---|---|---|"]
+             f"Verified improvements over the baseline's seeds among them (the verdict rule of "
+             f"assets/feedback_summary/verdicts.py): "
+             f"{sum(bool(r['verdict']) and r['verdict']['verdict'] == 'improvement' for r in rows)}.", "",
+             "| round | idea | draft | as written | mended before the run | after the mechanical repairs | verdict "
+             "over the topic's seeds |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         show = lambda o: "runs" + (f" ({o['metric']:.4f})" if o["metric"] is not None else "") \
             if o["status"] == "success" else (o["error"] or "failed")[:90].replace("|", "/")  # noqa: E731
         lines.append(f"| {r['round']} | {r['idea_id'].split('/')[-1]} | {r['draft']} | {show(r['as_written'])} | "
                      f"{'; '.join(r['mended']) or '-'} | "
-                     f"{show(r['mechanical'])} |")
+                     f"{show(r['mechanical'])} | "
+                     + (f"{r['verdict']['verdict']}: {r['verdict']['reason']}" if r["verdict"] else "-") + " |")
     return "\n".join(lines)
 
 
