@@ -6,7 +6,7 @@ from itertools import chain, zip_longest
 from assets.shared.naming import idea_id, snake, unique_name
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
-from schemas.records import Feedback, FilteredIdea, Idea, PaperScore
+from schemas.records import Feedback, FilteredIdea, Idea, PaperScore, RetrievedPaper
 
 INEFFECTIVE = ("maintenance", "decline")
 
@@ -93,12 +93,14 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
     return drafts_to_ideas(res.value.ideas[:missing], topic, round_key, kept_papers, history, taken=taken), None
 
 
-def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: list[PaperScore], history: History,
-                    source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
+def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: Sequence[PaperScore | RetrievedPaper],
+                    history: History, source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
     """LLM drafts -> Idea records: names made unique against `taken` (default: the topic's
     earlier names; pass one shared set to keep two paths' names apart), reference numbers
-    mapped to paper ids, Builds_on names mapped to the earlier ideas' ids (unknown ones dropped)."""
+    mapped to the ids of the papers the prompt numbered (`kept_papers`, also recorded whole as
+    `source_papers`), Builds_on names mapped to the earlier ideas' ids (unknown ones dropped)."""
     taken = set(history.names) if taken is None else taken
+    shown = [p.paper_id for p in kept_papers]
     out = []
     for d in drafts:
         name = unique_name(d.Name or d.Title, taken)
@@ -107,11 +109,16 @@ def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: list[PaperS
         out.append(Idea(idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
                         title=d.Title.strip(), experiment=d.Experiment.strip(), summary=d.Summary.strip(),
                         source=source, inspired_by_papers=list(dict.fromkeys(refs)),
-                        builds_on_ideas=list(dict.fromkeys(builds))))
+                        builds_on_ideas=list(dict.fromkeys(builds)), source_papers=shown))
     return out
 
 
-def merge_paths(literature: list[Idea], brainstorm: list[Idea]) -> list[Idea]:
-    """Interleave the two paths (L1, B1, L2, B2, ...) so that both get a fair place in the
-    order-dependent independence filter and in the round's budget."""
-    return [i for i in chain.from_iterable(zip_longest(literature, brainstorm)) if i is not None]
+# topic.yaml `ideation.sources` -> the `source` its ideas record (the ranking path's ideas were
+# "literature" before sources were options, and stored rounds say so)
+SOURCE_TAG = {"ranking": "literature", "scipip": "scipip", "brainstorm": "brainstorm"}
+
+
+def merge_paths(*paths: list[Idea]) -> list[Idea]:
+    """Interleave the sources' ideas (L1, B1, L2, B2, ... for two) so that each gets a fair place
+    in the order-dependent independence filter and in the round's budget."""
+    return [i for i in chain.from_iterable(zip_longest(*paths)) if i is not None]
