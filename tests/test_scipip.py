@@ -335,7 +335,8 @@ def test_ideas_asset_with_ranking_and_scipip_sources(home, fake_llm):
     resources = make_resources(fake_llm.base_url)
     assert dg.materialize(ALL_ASSETS, selection=dg.AssetSelection.groups("topic"), partition_key=TOPIC,
                           instance=instance, resources=resources).success
-    assert dg.materialize(ALL_ASSETS, selection=["round_reference", "papers", "paper_rankings", "ideas"],
+    assert dg.materialize(ALL_ASSETS, selection=["round_reference", "papers", "paper_rankings", "ideas",
+                                                 "filtered_ideas"],
                           partition_key=str(multi_key(TOPIC, "r1")), instance=instance, resources=resources).success
     ideas = from_frame(Store().read("ideas", TOPIC, "r1"), Idea)
     papers = {p.paper_id for p in from_frame(Store().read("papers", TOPIC, "r1"), Paper)}
@@ -357,3 +358,58 @@ def test_ideas_asset_with_ranking_and_scipip_sources(home, fake_llm):
     assert fake_llm.script.counts["Entities"] == 9
     memo = list((home / "dagster_home" / "scipip" / "entities").glob("*.json"))
     assert len(memo) == 9 and json.loads(memo[0].read_text())["model"] == "fake-model"
+    # both sources went through the same filters, in the merged order, keeping their source and papers
+    from schemas.records import FilteredIdea
+    filtered = from_frame(Store().read("filtered_ideas", TOPIC, "r1"), FilteredIdea)
+    assert [(f.name, f.source, f.source_papers) for f in filtered] == [
+        (i.name, i.source, i.source_papers) for i in ideas]
+    assert sum(f.kept for f in filtered) == 3 and all(f.novel is not None or not f.kept for f in filtered)
+
+
+def test_refills_follow_the_sources():
+    from assets.ideas.generation import refill_inputs
+    from schemas.records import PaperScore
+
+    papers = to_frame([Paper(paper_id=p, title=f"T{p}", abstract=f"about {p}") for p in ("a", "b", "c")], Paper)
+    ranks = to_frame([PaperScore(paper_id="a", title="Ta", relevance="same_task", attribute_match="x", score=9,
+                                 kept=True, reason="")], PaperScore)
+    sci = Idea(idea_id="t/r1/s", topic="t", round="r1", name="s", title="S", experiment="e", summary="s",
+               source="scipip", source_papers=["c", "b", "gone"])
+    tag, shown, refs, _ = refill_inputs(["ranking", "scipip"], [sci], papers, ranks, History())
+    assert tag == "literature" and [p.paper_id for p in shown] == ["a"] and refs == [(1, "Ta", "about a")]
+    tag, shown, refs, _ = refill_inputs(["scipip", "brainstorm"], [sci], papers, ranks, History())
+    assert tag == "scipip" and [p.paper_id for p in shown] == ["c", "b"] and refs[1] == (2, "Tb", "about b")
+    assert refill_inputs(["brainstorm"], [sci], papers, ranks, History())[:3] == ("brainstorm", [], [])
+
+
+# -- the real local model (slow; not run in the fast suite) ---------------------------------
+
+@pytest.mark.slow
+def test_scipip_on_the_local_model(home, tmp_path, local_llm):
+    """Entities of a few corpus papers and ideas from them, with the local 0.5B model and the
+    real embedder: whatever the model answers, every paper ends with entities or a recorded
+    failure, a second retrieval asks the model nothing, and the ideas carry their source."""
+    from resources.embedder import Embedder
+    from resources.literature import Literature
+    from schemas.llm_outputs import IdeaList
+
+    llm = LLM(local_llm=local_llm)
+    corpus = {p.paper_id: p for p in Literature().papers()}
+    papers = [corpus[p] for p in ("qi2017pointnet", "thomas2019kpconv", "li2020pointaugment",
+                                  "goyal2021revisiting")]
+    cfg = ScipipSpec(entity_papers=4, semantic_k=2, papers=3)
+    background = "Point cloud classification. Classify 3D shapes given as sets of points."
+    r = scipip_retrieval(llm, Embedder().encode, "pc", background, papers, {}, cfg, tmp_path / "memo")
+    asked = len(llm.calls())
+    assert asked == 5  # the topic and 4 papers, once each
+    for p in r.papers:
+        assert (1 <= len(p.entities) <= 5 and all(len(e) <= 50 for e in p.entities)) or p.entity_error
+    assert 1 <= len(r.shown) <= 3 and r.citations == NO_CITATIONS
+    again = scipip_retrieval(llm, Embedder().encode, "pc", background, papers, {}, cfg, tmp_path / "memo")
+    assert len(llm.calls()) == asked and [p.paper_id for p in again.papers] == [p.paper_id for p in r.papers]
+    head = ("Point cloud classification", background, "accuracy", "maximize", "EPOCHS = 5\nprint('train')\n")
+    res = llm.complete(prompts.scipip(*head, prompt_papers(r, papers), [], [], 2), stage="ideas", schema=IdeaList,
+                       max_tokens=800)
+    ideas = drafts_to_ideas(res.value.ideas[:2] if res.ok else [], "pc", "r1", r.shown, History(), source="scipip")
+    assert all(i.source == "scipip" and i.source_papers == [p.paper_id for p in r.shown] for i in ideas)
+    assert set().union(*[i.inspired_by_papers for i in ideas]) <= set(i.paper_id for i in r.shown)

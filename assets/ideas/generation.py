@@ -6,7 +6,7 @@ from itertools import chain, zip_longest
 from assets.shared.naming import idea_id, snake, unique_name
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
-from schemas.records import Feedback, FilteredIdea, Idea, PaperScore, RetrievedPaper
+from schemas.records import Feedback, FilteredIdea, Idea, Paper, PaperScore, RetrievedPaper
 
 INEFFECTIVE = ("maintenance", "decline")
 
@@ -72,12 +72,31 @@ def prompt_inputs(papers, paper_rankings, history: History) -> tuple[list[PaperS
     return kept, refs, effective
 
 
+def refill_inputs(sources: Sequence[str], items: Sequence[Idea], papers, paper_rankings,
+                  history: History) -> tuple[str, list, list[tuple[int, str, str]], list[str]]:
+    """What a refill shows, and the source its ideas record, by the topic's `ideation.sources`:
+    with ranking, the kept papers (DOLPHIN, as before: `literature`); else with scipip, the papers
+    the scipip source showed (its ideas' `source_papers`); else no paper (`brainstorm`).
+    Returns (source tag, the numbered papers, their references, the effective ideas)."""
+    kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
+    if "ranking" in sources:
+        return "literature", kept, refs, effective
+    if "scipip" in sources:
+        shown = next((i.source_papers for i in items if i.source == "scipip" and i.source_papers), [])
+        by_id = {p.paper_id: p for p in from_frame(papers, Paper)}
+        found = [by_id[pid] for pid in shown if pid in by_id]
+        return "scipip", found, [(i, p.title, p.abstract[:300]) for i, p in enumerate(found, 1)], effective
+    return "brainstorm", [], [], effective
+
+
 def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: list[str],
-                 kept_papers: list[PaperScore], history: History, topic: str, round_key: str, missing: int,
-                 decided: Sequence[FilteredIdea]) -> tuple[list[Idea], str | None]:
+                 kept_papers: Sequence[PaperScore | Paper], history: History, topic: str, round_key: str,
+                 missing: int, decided: Sequence[FilteredIdea],
+                 source: str = "literature") -> tuple[list[Idea], str | None]:
     """A refill: `missing` more ideas for the round, the model told which of this round's ideas
-    are kept and which were dropped and why (assets/ideas/prompts.py `refill`). Returns the new
-    ideas (names unique against earlier rounds and this one) and the error of a failed call."""
+    are kept and which were dropped and why (assets/ideas/prompts.py `refill`), tagged `source`
+    (refill_inputs). Returns the new ideas (names unique against earlier rounds and this one) and
+    the error of a failed call."""
     from assets.ideas import prompts
     from schemas.llm_outputs import IdeaList
 
@@ -90,10 +109,11 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
     if not res.ok:
         return [], res.error
     taken = set(history.names) | {i.name for i in decided}
-    return drafts_to_ideas(res.value.ideas[:missing], topic, round_key, kept_papers, history, taken=taken), None
+    return drafts_to_ideas(res.value.ideas[:missing], topic, round_key, kept_papers, history, source=source,
+                           taken=taken), None
 
 
-def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: Sequence[PaperScore | RetrievedPaper],
+def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: Sequence[PaperScore | RetrievedPaper | Paper],
                     history: History, source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
     """LLM drafts -> Idea records: names made unique against `taken` (default: the topic's
     earlier names; pass one shared set to keep two paths' names apart), reference numbers
