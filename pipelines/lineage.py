@@ -80,6 +80,9 @@ def idea_lineage(idea_id: str, store: RecordStore | Store | None = None) -> str:
         out.append(f"- {pid}: {s.title if s else ''} (score {s.score if s else '?'}, {s.reason if s else ''})")
     if not idea.inspired_by_papers:
         out.append("- (none cited)")
+    if idea.source_papers:  # every paper the idea's source showed the model (ranking: kept; scipip: retrieved)
+        out.append(f"- its source ({idea.source}) showed {len(idea.source_papers)} papers: "
+                   + ", ".join(idea.source_papers))
     out.append("## builds on earlier ideas")
     out += [f"- {b}" for b in idea.builds_on_ideas] or ["- (none)"]
     evidence = [f"{pid} ({t})" for pid, t in zip(idea.novelty_evidence, idea.novelty_evidence_titles)] \

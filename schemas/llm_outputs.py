@@ -58,6 +58,12 @@ def paper_batch(item: type[BaseModel], n: int) -> type[BaseModel]:
                         papers=(list[item], Field(min_length=n, max_length=n)))
 
 
+class Entities(_Strict):
+    """The key entities of a paper or a topic (SciPIP's entity extraction, assets/ideas/scipip.py)."""
+    entities: list[Annotated[str, Field(max_length=50)]] = Field(
+        min_length=1, max_length=5, description="noun phrases of 1 to 4 words, most specific first")
+
+
 class IdeaDraft(_Strict):
     Name: str = Field(max_length=40, description="short snake_case identifier")
     Title: str = Field(max_length=100)

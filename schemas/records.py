@@ -74,9 +74,43 @@ class Idea(BaseModel):
     title: str
     experiment: str
     summary: str
-    source: Literal["literature", "brainstorm"] = "literature"
-    inspired_by_papers: list[str] = []
+    source: Literal["literature", "scipip", "brainstorm"] = Field(
+        "literature", description="the idea source (topic.yaml `ideation.sources`) that proposed it: literature = "
+        "the ranked papers (source `ranking`), scipip = the SciPIP retrieval, brainstorm = no papers")
+    inspired_by_papers: list[str] = Field([], description="the papers the idea names as its inspiration")
     builds_on_ideas: list[str] = []
+    source_papers: list[str] = Field([], description="every paper its source showed the model (the kept papers, "
+                                     "or the SciPIP retrieval's papers; none for brainstorm)")
+
+
+class PaperEntities(BaseModel):
+    """The key entities the LLM extracted from one paper (or the topic), memoised once per text and
+    model (assets/ideas/scipip.py); an answer that stayed malformed is recorded with its error."""
+    paper_id: str
+    key: str = Field(description="sha256 of what was asked (prompt version, model, id, title, text)")
+    model: str = ""
+    entities: list[str] = []
+    error: str | None = None
+
+
+class RetrievedPaper(BaseModel):
+    """One paper of the SciPIP retrieval (assets/ideas/scipip.py) with its three signals."""
+    paper_id: str
+    title: str
+    semantic: float = Field(description="cosine between the paper's and the topic's embeddings")
+    entity: float = Field(description="share of the paper's entities that match the topic's (1) or the expanded "
+                          "entities (0.5)")
+    citation: float = Field(0.0, description="co-citations with the other retrieved papers, scaled to [0, 1]; "
+                            "0 without citation data")
+    score: float = Field(description="semantic + entity + citation: the order of the retrieval")
+    via: list[str] = Field([], description="which retrievals found it: semantic, entity, citation")
+    entities: list[str] = []
+    matched_entities: list[str] = Field([], description="its entities that match the topic's")
+    expanded_matches: list[str] = Field([], description="its entities that match an expanded entity")
+    entity_error: str | None = Field(None, description="why its entities are missing (malformed answer, not asked)")
+    duplicate_of: str | None = Field(None, description="the better scored paper of its cluster (a near-duplicate)")
+    duplicate_similarity: float | None = None
+    shown: bool = Field(False, description="shown to the ideas prompt")
 
 
 class FilteredIdea(Idea):

@@ -72,11 +72,39 @@ class Budget(BaseModel):
                          "of them by the metric is the idea's result (and only it repeats seeds)")
 
 
+# where a round's ideas come from (topic.yaml `ideation.sources`); each source's ideas carry its name
+# (Idea.source: "literature" for ranking, its name since before sources were options)
+IdeaSource = Literal["ranking", "scipip", "brainstorm"]
+
+
+class ScipipSpec(BaseModel):
+    """SciPIP retrieval (seed paper 001, its 3.2; assets/ideas/scipip.py), used by the `scipip` source."""
+    model_config = ConfigDict(extra="forbid")
+    entity_papers: int = Field(30, ge=1, le=500, description="how many of the round's papers (the `papers` "
+                               "asset), the most similar to the topic first, get their key entities extracted by "
+                               "the LLM; each is asked once per paper text and model (a memo under DAGSTER_HOME)")
+    semantic_k: int = Field(10, ge=1, le=500, description="papers retrieved by embedding similarity to the topic "
+                            "alone (SciPIP's N1); papers sharing an entity with the topic (N2) and papers co-cited "
+                            "with them (N3) are added")
+    papers: int = Field(8, ge=1, le=30, description="retrieved papers the ideas prompt shows, best scored first, "
+                        "after near-duplicates are dropped")
+    duplicate_threshold: float = Field(0.85, gt=0, le=1, description="two retrieved papers whose embeddings have "
+                                       "cosine >= this are near-duplicates: only the better scored is kept")
+
+
 class IdeationSpec(BaseModel):
     """How ideas are proposed and filtered (DOLPHIN 3.1); the defaults are DOLPHIN's."""
     model_config = ConfigDict(extra="forbid")
+    sources: list[IdeaSource] = Field(
+        default_factory=lambda: ["ranking"], min_length=1,
+        description="where ideas come from, any non-empty combination, merged (interleaved in this order) before "
+        "the filters: ranking = from the papers paper_rankings kept (DOLPHIN); scipip = from papers retrieved by "
+        "embedding similarity, shared entities and citation co-occurrence, near-duplicates dropped (SciPIP, "
+        "`ideation.scipip`); brainstorm = from the topic and code alone (no papers)")
     brainstorm: bool = Field(False, description="also propose ideas from the topic and code alone "
-                             "(no papers) and merge them before filtering (SciPIP's dual path)")
+                             "(no papers) and merge them before filtering (SciPIP's dual path); "
+                             "short for adding brainstorm to `sources`")
+    scipip: ScipipSpec = ScipipSpec()
     independence_threshold: float = Field(0.8, gt=0, le=1, description="an idea whose summary has "
                                           "cosine >= this with an idea in the bank is dropped")
     bank: Literal["ineffective", "ineffective_and_failed", "all_tried", "none"] = Field(
@@ -92,6 +120,27 @@ class IdeationSpec(BaseModel):
                          "budget.ideas_per_round ideas, ask for more at most this many times, telling the model "
                          "which ideas were dropped and why (assets/filtered_ideas/filtering.py fill_round); "
                          "0 = DOLPHIN's single proposal")
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _one_or_many_sources(cls, v):
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("sources")
+    @classmethod
+    def _each_source_once(cls, v: list[str]) -> list[str]:
+        twice = sorted({s for s in v if v.count(s) > 1})
+        if twice:
+            raise ValueError(f"lists {', '.join(twice)} more than once")
+        return v
+
+    @model_validator(mode="after")
+    def _brainstorm_flag_is_a_source(self) -> IdeationSpec:
+        # the older flag: `brainstorm: true` adds the brainstorm source; the flag then says whether it is on
+        if self.brainstorm and "brainstorm" not in self.sources:
+            self.sources = [*self.sources, "brainstorm"]
+        self.brainstorm = "brainstorm" in self.sources
+        return self
 
 
 class LiteratureSpec(BaseModel):

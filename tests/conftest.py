@@ -31,6 +31,25 @@ def fake_llm():
         yield server
 
 
+SMALL_MODEL = "qwen2.5-coder-0.5b"
+
+
+@pytest.fixture
+def local_llm(tmp_path):
+    """A private local server with the small model (slow tests); the GGUF is linked from the
+    shared model cache."""
+    import resources.local_llm as ll
+
+    model = ll.assemble_model(SMALL_MODEL, progress=False)
+    cache = tmp_path / "llm"
+    (cache / "models").mkdir(parents=True)
+    for p in (model, model.with_name(model.name + ".sha256ok")):
+        (cache / "models" / p.name).symlink_to(p)
+    res = ll.LocalLLM(model=SMALL_MODEL, cache_dir=str(cache), ctx_size=8192)
+    yield res
+    ll.stop_server(cache)
+
+
 def make_resources(base_url: str, model: str = "fake-model") -> dict:
     import dagster as dg
 

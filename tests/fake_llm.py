@@ -87,6 +87,10 @@ class Script:
             return "Yes" if same["relevance"] == "same_task" else "No"
         if name == "IdeaList" and "brainstorm" in user:
             return json.dumps({"ideas": brainstorm_ideas(user)})
+        if name == "IdeaList" and "Retrieved papers" in user:  # the scipip source
+            return json.dumps({"ideas": scipip_ideas(user)})
+        if name == "Entities":  # SciPIP's entity extraction: the known terms the text contains
+            return json.dumps({"entities": entity_answer(user)})
         if name == "IdeaList":
             n = int(re.search(r"Propose (\d+) different ideas", user).group(1))
             rnd = user.count("\n- ") + 1  # more earlier ideas in later rounds -> different names
@@ -166,6 +170,28 @@ def brainstorm_ideas(user: str) -> list[dict]:
          "to keep the weights from growing without bound.", "References": [], "Builds_on": []},
     ]
     return ideas[:n]
+
+
+# the terms the scripted entity extractor knows, most specific first
+ENTITY_VOCAB = ("point cloud", "point set", "logistic regression", "gradient descent", "2d points", "segmentation",
+                "graph convolution", "transformer", "attention", "voxel", "rotation", "augmentation",
+                "classification")
+
+
+def entity_answer(user: str) -> list[str]:
+    """The vocabulary terms in the text after "Text:", at most 5 (a generic term when none)."""
+    text = user.split("Text:\n", 1)[-1].split("\n\n", 1)[0].lower()
+    return [t for t in ENTITY_VOCAB if t in text][:5] or ["research"]
+
+
+def scipip_ideas(user: str) -> list[dict]:
+    """The scipip source: one idea per retrieved paper shown (up to the number asked), citing it."""
+    n = int(re.search(r"Propose (\d+) different ideas", user).group(1))
+    shown = re.findall(r"^\[(\d+)\] (.*?) \(key terms: ", user, re.M)
+    return [{"Name": f"adapt_paper_{i}", "Title": f"Adapt {title[:60]}",
+             "Experiment": f"Carry the main trick of paper {i} over to the training loop.",
+             "Summary": f"Borrow what '{title[:80]}' does and apply it to this small classifier.",
+             "References": [int(i)], "Builds_on": []} for i, title in shown[:n]]
 
 
 class FakeLLMServer:

@@ -54,8 +54,13 @@ def link_problems(rec: dict[str, list], topic: str, round_key: str, baseline: fl
             out.append(f"paper {sc.paper_id}: kept although it was not judged ({sc.error})")
     kept_papers = {sc.paper_id for sc in rec.get("scores", []) if sc.kept}
     for i in ideas:
-        if "scores" in rec and (stray := set(i.inspired_by_papers) - kept_papers):
+        # the ranking's ideas cite kept papers; the scipip source's ideas cite the round's retrieved papers
+        if i.source == "literature" and "scores" in rec and (stray := set(i.inspired_by_papers) - kept_papers):
             out.append(f"{i.idea_id}: cites papers the ranking did not keep: {sorted(stray)}")
+        if i.source == "scipip" and "papers" in rec and (stray := set(i.inspired_by_papers) - retrieved):
+            out.append(f"{i.idea_id}: cites papers the round did not retrieve: {sorted(stray)}")
+        if stray := set(i.inspired_by_papers) - set(i.source_papers or i.inspired_by_papers):
+            out.append(f"{i.idea_id}: cites papers its source did not show: {sorted(stray)}")
     for i in ideas:
         if not i.idea_id.startswith(f"{topic}/{round_key}/"):
             out.append(f"{i.idea_id}: not an id of this round")

@@ -126,6 +126,11 @@ def test_link_checks_catch_broken_records(scripted_round):
     assert "its code is not the patched file" in problems(_edit(rec, "runs", some, final_code="print('other')\n"))
     paper = rec["scores"][0]
     assert "ranked but never retrieved" in problems(_without(rec, "papers", paper.paper_id))
+    # an idea cites only papers its source showed: the ranking's kept ones, the scipip retrieval's
+    assert "cites papers its source did not show: ['nowhere']" in problems(
+        _edit(rec, "ideas", some, inspired_by_papers=["nowhere"]))
+    assert "cites papers the round did not retrieve: ['nowhere']" in problems(
+        _edit(rec, "ideas", some, source="scipip", inspired_by_papers=["nowhere"], source_papers=["nowhere"]))
     assert "with score" in problems(_edit(rec, "scores", paper.paper_id, kept=not paper.kept))
     repaired = next(r for r in rec["runs"] if r.n_attempts == 2)  # the scripted bug the repair fixes
     over = link_problems(rec, TOPIC, "r1", baseline, "maximize", 0.005, "accuracy", max_attempts=1)

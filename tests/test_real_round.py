@@ -14,22 +14,6 @@ from schemas.topic import load_topic
 from tests.round_checks import link_problems, round_records, stored_baseline
 
 TOPIC = "toy_classification"
-MODEL = "qwen2.5-coder-0.5b"
-
-
-@pytest.fixture
-def local_llm(tmp_path):
-    """A private server for this test; the GGUF is linked from the shared model cache."""
-    import resources.local_llm as ll
-
-    model = ll.assemble_model(MODEL, progress=False)
-    cache = tmp_path / "llm"
-    (cache / "models").mkdir(parents=True)
-    for p in (model, model.with_name(model.name + ".sha256ok")):
-        (cache / "models" / p.name).symlink_to(p)
-    res = ll.LocalLLM(model=MODEL, cache_dir=str(cache), ctx_size=8192)
-    yield res
-    ll.stop_server(cache)
 
 
 @pytest.mark.slow

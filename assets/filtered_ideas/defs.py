@@ -6,7 +6,7 @@ import polars as pl
 from assets.filtered_ideas.arena import arena_for, arena_metadata, arena_order, with_ratings
 from assets.filtered_ideas.filtering import dropped_by_filters, fill_round
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
-from assets.ideas.generation import BANK_VERDICTS, prompt_inputs, propose_more, read_history
+from assets.ideas.generation import BANK_VERDICTS, propose_more, read_history, refill_inputs
 from assets.round_reference.reference import reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
@@ -46,13 +46,14 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
                              rounds=cfg.novelty_rounds, k=cfg.novelty_papers, item=item.idea_id)
 
     # a refill asks the ideas prompt again (the same head: task, the round's code, papers, history), told what
-    # this round kept and what the filters dropped and why
-    kept_papers, refs, effective = prompt_inputs(papers, paper_rankings, history)
+    # this round kept and what the filters dropped and why; its papers follow `ideation.sources` (refill_inputs)
+    refill_source, kept_papers, refs, effective = refill_inputs(cfg.sources, items, papers, paper_rankings, history)
     code = reference_of(topic_brief, round_reference).code
     head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, code)
 
     def propose(missing: int, k: int, decided: list[FilteredIdea]):
-        return propose_more(llm, head, refs, effective, kept_papers, history, topic, round_key, missing, decided)
+        return propose_more(llm, head, refs, effective, kept_papers, history, topic, round_key, missing, decided,
+                            source=refill_source)
 
     with llm.track("filtered_ideas") as usage:
         arena = arena_for(items, spec, code, llm, log=context.log.info)  # None unless ideation.arena

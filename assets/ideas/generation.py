@@ -6,7 +6,7 @@ from itertools import chain, zip_longest
 from assets.shared.naming import idea_id, snake, unique_name
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
-from schemas.records import Feedback, FilteredIdea, Idea, PaperScore
+from schemas.records import Feedback, FilteredIdea, Idea, Paper, PaperScore, RetrievedPaper
 
 INEFFECTIVE = ("maintenance", "decline")
 
@@ -72,12 +72,31 @@ def prompt_inputs(papers, paper_rankings, history: History) -> tuple[list[PaperS
     return kept, refs, effective
 
 
+def refill_inputs(sources: Sequence[str], items: Sequence[Idea], papers, paper_rankings,
+                  history: History) -> tuple[str, list, list[tuple[int, str, str]], list[str]]:
+    """What a refill shows, and the source its ideas record, by the topic's `ideation.sources`:
+    with ranking, the kept papers (DOLPHIN, as before: `literature`); else with scipip, the papers
+    the scipip source showed (its ideas' `source_papers`); else no paper (`brainstorm`).
+    Returns (source tag, the numbered papers, their references, the effective ideas)."""
+    kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
+    if "ranking" in sources:
+        return "literature", kept, refs, effective
+    if "scipip" in sources:
+        shown = next((i.source_papers for i in items if i.source == "scipip" and i.source_papers), [])
+        by_id = {p.paper_id: p for p in from_frame(papers, Paper)}
+        found = [by_id[pid] for pid in shown if pid in by_id]
+        return "scipip", found, [(i, p.title, p.abstract[:300]) for i, p in enumerate(found, 1)], effective
+    return "brainstorm", [], [], effective
+
+
 def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: list[str],
-                 kept_papers: list[PaperScore], history: History, topic: str, round_key: str, missing: int,
-                 decided: Sequence[FilteredIdea]) -> tuple[list[Idea], str | None]:
+                 kept_papers: Sequence[PaperScore | Paper], history: History, topic: str, round_key: str,
+                 missing: int, decided: Sequence[FilteredIdea],
+                 source: str = "literature") -> tuple[list[Idea], str | None]:
     """A refill: `missing` more ideas for the round, the model told which of this round's ideas
-    are kept and which were dropped and why (assets/ideas/prompts.py `refill`). Returns the new
-    ideas (names unique against earlier rounds and this one) and the error of a failed call."""
+    are kept and which were dropped and why (assets/ideas/prompts.py `refill`), tagged `source`
+    (refill_inputs). Returns the new ideas (names unique against earlier rounds and this one) and
+    the error of a failed call."""
     from assets.ideas import prompts
     from schemas.llm_outputs import IdeaList
 
@@ -90,15 +109,18 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
     if not res.ok:
         return [], res.error
     taken = set(history.names) | {i.name for i in decided}
-    return drafts_to_ideas(res.value.ideas[:missing], topic, round_key, kept_papers, history, taken=taken), None
+    return drafts_to_ideas(res.value.ideas[:missing], topic, round_key, kept_papers, history, source=source,
+                           taken=taken), None
 
 
-def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: list[PaperScore], history: History,
-                    source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
+def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: Sequence[PaperScore | RetrievedPaper | Paper],
+                    history: History, source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
     """LLM drafts -> Idea records: names made unique against `taken` (default: the topic's
     earlier names; pass one shared set to keep two paths' names apart), reference numbers
-    mapped to paper ids, Builds_on names mapped to the earlier ideas' ids (unknown ones dropped)."""
+    mapped to the ids of the papers the prompt numbered (`kept_papers`, also recorded whole as
+    `source_papers`), Builds_on names mapped to the earlier ideas' ids (unknown ones dropped)."""
     taken = set(history.names) if taken is None else taken
+    shown = [p.paper_id for p in kept_papers]
     out = []
     for d in drafts:
         name = unique_name(d.Name or d.Title, taken)
@@ -107,11 +129,16 @@ def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: list[PaperS
         out.append(Idea(idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
                         title=d.Title.strip(), experiment=d.Experiment.strip(), summary=d.Summary.strip(),
                         source=source, inspired_by_papers=list(dict.fromkeys(refs)),
-                        builds_on_ideas=list(dict.fromkeys(builds))))
+                        builds_on_ideas=list(dict.fromkeys(builds)), source_papers=shown))
     return out
 
 
-def merge_paths(literature: list[Idea], brainstorm: list[Idea]) -> list[Idea]:
-    """Interleave the two paths (L1, B1, L2, B2, ...) so that both get a fair place in the
-    order-dependent independence filter and in the round's budget."""
-    return [i for i in chain.from_iterable(zip_longest(literature, brainstorm)) if i is not None]
+# topic.yaml `ideation.sources` -> the `source` its ideas record (the ranking path's ideas were
+# "literature" before sources were options, and stored rounds say so)
+SOURCE_TAG = {"ranking": "literature", "scipip": "scipip", "brainstorm": "brainstorm"}
+
+
+def merge_paths(*paths: list[Idea]) -> list[Idea]:
+    """Interleave the sources' ideas (L1, B1, L2, B2, ... for two) so that each gets a fair place
+    in the order-dependent independence filter and in the round's budget."""
+    return [i for i in chain.from_iterable(zip_longest(*paths)) if i is not None]

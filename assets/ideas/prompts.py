@@ -90,3 +90,43 @@ def _angles(texts: list[str]) -> str:
         return ""
     return ("Directions no idea of this topic has taken yet; take one of these per new idea (a different "
             "one for each):\n" + "\n".join(f"- {a}" for a in left) + "\n\n")
+
+
+# -- SciPIP retrieval (assets/ideas/scipip.py) ------------------------------------------------
+
+ENTITY_SYSTEM = "You pick out the key terms of a research text, exactly as the text names them."
+
+
+def entities(title: str, text: str) -> list[dict]:
+    """The key entities of one paper (or of the topic: title and description) for the SciPIP
+    retrieval. Short on purpose: the local model reads every candidate paper once."""
+    body = f"{title}. {text}" if title else text
+    return [
+        {"role": "system", "content": ENTITY_SYSTEM},
+        {"role": "user", "content": (
+            f"Text:\n{' '.join(body.split())[:700]}\n\n"
+            "List the key entities of this text, at most 5, most specific first: the methods, models, "
+            "tasks, datasets or techniques it is about. Each is a noun phrase of 1 to 4 words taken from "
+            "the text; leave out generic words such as 'method', 'approach' or 'results'.")},
+    ]
+
+
+def scipip(title: str, description: str, metric: str, goal: str, code: str,
+           papers: list[tuple[int, str, str, list[str]]], earlier: list[str], effective: list[str], n: int,
+           analysis: str = "") -> list[dict]:
+    """Ideas from the papers the SciPIP retrieval found (numbered, with their key entities): the
+    same head as `generate` (task + code), so the server's prefix cache reuses it."""
+    refs = "\n".join(f"[{i}] {t} (key terms: {', '.join(e) or 'none'}): {s}" for i, t, s, e in papers) or "(none)"
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": (
+            _head(title, description, metric, goal, code)
+            + "Retrieved papers (found by their meaning, the key terms they share with this task and "
+              f"the papers cited with them; near-duplicates removed):\n{refs}\n\n"
+            + _history(earlier, effective, analysis)
+            + (_angles(earlier) if earlier else "")
+            + "Look in the retrieved papers for methods, tricks or findings that would carry over to this "
+              f"code. Propose {n} different ideas, each adapting one of them (or combining two) to this "
+              "experiment. "
+            + FIELDS.format(refs="numbers of the retrieved papers it adapts"))},
+    ]
