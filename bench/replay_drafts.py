@@ -29,9 +29,9 @@ import polars as pl
 
 from bench.common import machine, provenance, today, write_record, write_section
 from resources.runner import Runner
-from schemas.topic import load_topic
 from schemas.frames import from_frame
 from schemas.records import Patch
+from schemas.topic import load_topic
 
 SCRIPT = "bench/replay_drafts.py"
 

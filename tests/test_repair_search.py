@@ -276,8 +276,9 @@ def test_a_misplaced_top_level_block_is_moved_below_what_it_reads():
     # mend: moved, then the imports completed
     code = "from sklearn.linear_model import Ridge\nm = make_pipeline(Ridge(alpha=A))\nA = 1.0\n"
     fixed, notes = mend(code)
-    assert fixed.splitlines() == ["from sklearn.pipeline import make_pipeline", "from sklearn.linear_model import Ridge",
-                                  "A = 1.0", "m = make_pipeline(Ridge(alpha=A))"]
+    assert fixed.splitlines() == ["from sklearn.pipeline import make_pipeline",
+                                  "from sklearn.linear_model import Ridge", "A = 1.0",
+                                  "m = make_pipeline(Ridge(alpha=A))"]
     assert len(notes) == 2 and notes[1] == "added `from sklearn.pipeline import make_pipeline`"
 
 
