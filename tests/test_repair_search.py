@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -474,3 +475,18 @@ def test_debug_cli_no_llm(typo, tmp_path):
     assert out["per_attempt"][1]["fix_source"] == "suggestion"
     r = _debug(str(typo), "--no-llm", "--no-suggestions", env=_env(tmp_path))
     assert r.returncode == 2 and "leave no way to repair" in r.stderr
+
+
+def test_a_lookup_is_asked_once_per_process(monkeypatch):
+    """The repair note and the keyword fix of one failure read the same signature: one
+    isolated interpreter, not two."""
+    from assets.run_results import suggestions
+
+    runs = []
+    real = subprocess.run
+    monkeypatch.setattr(suggestions, "_ANSWERS", {})
+    monkeypatch.setattr(suggestions.subprocess, "run", lambda *a, **kw: runs.append(a) or real(*a, **kw))
+    code = "from sklearn.linear_model import RidgeCV\nm = RidgeCV(alpha=1.0)\n"
+    first = suggestions.callee_parameters(code, "alpha", 2)
+    assert first is not None and "alphas" in first[1] and len(runs) == 1
+    assert suggestions.keyword_fix(code, "alpha", 2)[0] == code.replace("alpha=", "alphas=") and len(runs) == 1

@@ -252,10 +252,22 @@ except BaseException:
 """
 
 
+_ANSWERS: dict[tuple[str, ...], object] = {}  # lookups answered in this process: installed packages do not change
+
+
 def _isolated(script: str, *args: str):
     """Run `script` in a separate isolated interpreter (`-I`, from an empty folder, a minimal
     environment: the workspace is never on its path, so no code the model wrote runs outside the
-    sandbox) and read the JSON its last output line prints; None when it fails or times out."""
+    sandbox) and read the JSON its last output line prints; None when it fails or times out.
+    An answer is kept for the process: the repair note and the keyword fix of one failure, and
+    the drafts of one idea, ask the same lookups (2-5 s each); a failure is asked again."""
+    key = (script, *args)
+    if key not in _ANSWERS and (answer := _run_isolated(script, *args)) is not None:
+        _ANSWERS[key] = answer
+    return _ANSWERS.get(key)
+
+
+def _run_isolated(script: str, *args: str):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     with tempfile.TemporaryDirectory(prefix="import-lookup-") as empty:
         try:
