@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from bench.common import RECORDS, RESULTS, ROOT, machine, provenance, today, write_section
@@ -172,6 +173,7 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
 
     ideas, patches, runs, fb = recs["ideas"], recs["patches"], recs["runs"], recs["feedback"]
     kept = [i for i in ideas if i.kept]
+    source_of = {i.idea_id: i.source for i in ideas}
     n_props = proposals if proposals is not None else 1 + max((i.proposal for i in ideas), default=0)
     no_op = [p for p in patches if p.status == "no_op"]
     drafts = [d for p in patches for d in p.drafts]
@@ -200,6 +202,10 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
         "verdicts": {v: sum(f.verdict == v for f in fb) for v in ("improvement", "maintenance", "decline", "failed")},
         "verified_improvements": sum(f.verdict == "improvement" for f in fb),
         "improvements_vs_baseline": sum(f.baseline_verdict == "improvement" for f in fb),
+        # which idea source the verified improvements came from (literature, scipip, brainstorm, tuning)
+        "improvements_by_source": dict(Counter(source_of.get(f.idea_id, "?") for f in fb
+                                               if f.verdict == "improvement")),
+        "kept_by_source": dict(Counter(i.source for i in kept)),
         "reference": fb[0].reference if fb else None,
         "full_budget": n_kept >= budget and len(fb) >= budget,
         "baseline": _r(fb[0].baseline_value) if fb else None,
@@ -352,11 +358,17 @@ def render(rec: dict) -> str:
                 f"{_f(r['tokens_per_idea'], '{:d}')} | {_f(r.get('wall_s_per_idea'), '{:.0f}')} | "
                 f"{_f(r.get('wall_s'), '{:.0f}')} | {_f(r.get('llm_s'), '{:.0f}')} | "
                 f"{_f(r.get('experiment_s'), '{:.0f}')} | {over} |")
-    goals = ["| topic | rounds | verified improvements | >= 1 within the rounds | no-op share (goal <= 20%) | "
-             "every round tested its budget | max overhead share (goal <= 5%) | CLI exit |", "|---" * 8 + "|"]
+    goals = ["| topic | rounds | verified improvements (by idea source) | >= 1 within the rounds | "
+             "no-op share (goal <= 20%) | every round tested its budget | max overhead share (goal <= 5%) | "
+             "CLI exit |", "|---" * 8 + "|"]
     for t in rec["topics"]:
         g = t["goals"]
-        goals.append(f"| {t['topic']} | {g['rounds_done']}/{g['rounds_asked']} | {g['verified_improvements']} | "
+        by_source = Counter()
+        for r in t["rows"]:
+            by_source.update(r.get("improvements_by_source") or {})
+        sources = f" ({', '.join(f'{k}: {v}' for k, v in sorted(by_source.items()))})" if by_source else ""
+        goals.append(f"| {t['topic']} | {g['rounds_done']}/{g['rounds_asked']} | "
+                     f"{g['verified_improvements']}{sources} | "
                      f"{'yes' if g['improvement_reached'] else 'no'} | {_f(g['no_op_share'], '{:.0%}')} | "
                      f"{'yes' if g['full_budget_every_round'] else 'no'} | {_f(g['max_overhead_share'], '{:.0%}')} | "
                      f"{t['run'].get('exit_code')} |")

@@ -66,6 +66,22 @@ class PaperScore(BaseModel):
     output_similarity: float | None = None
 
 
+class TuningMove(BaseModel):
+    """One hyper-parameter move of the `tuning` idea source (assets/ideas/tuning.py): set the knob
+    `key` of the round's reference code from `old` to `new`."""
+    key: str = Field(description="the knob, stable across rounds: 'EPOCHS', '--lr', 'Adam(lr=)'")
+    name: str
+    kind: str = Field(description="learning_rate, training_length, width, depth, dropout, weight_decay, penalty, "
+                      "label_smoothing or batch_size")
+    where: str = Field(description="where the code sets it, for people")
+    function: str = Field(description="the top-level definition it is in ('<module>': top-level statements)")
+    direction: Literal["up", "down"]
+    old: float
+    new: float
+    old_text: str
+    new_text: str
+
+
 class Idea(BaseModel):
     idea_id: str
     topic: str
@@ -74,13 +90,15 @@ class Idea(BaseModel):
     title: str
     experiment: str
     summary: str
-    source: Literal["literature", "scipip", "brainstorm"] = Field(
+    source: Literal["literature", "scipip", "brainstorm", "tuning"] = Field(
         "literature", description="the idea source (topic.yaml `ideation.sources`) that proposed it: literature = "
-        "the ranked papers (source `ranking`), scipip = the SciPIP retrieval, brainstorm = no papers")
+        "the ranked papers (source `ranking`), scipip = the SciPIP retrieval, brainstorm = no papers, tuning = a "
+        "hyper-parameter move found in the code without the LLM")
     inspired_by_papers: list[str] = Field([], description="the papers the idea names as its inspiration")
     builds_on_ideas: list[str] = []
     source_papers: list[str] = Field([], description="every paper its source showed the model (the kept papers, "
                                      "or the SciPIP retrieval's papers; none for brainstorm)")
+    tuning: TuningMove | None = Field(None, description="the move, for an idea of the tuning source")
 
 
 class PaperEntities(BaseModel):

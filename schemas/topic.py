@@ -74,7 +74,7 @@ class Budget(BaseModel):
 
 # where a round's ideas come from (topic.yaml `ideation.sources`); each source's ideas carry its name
 # (Idea.source: "literature" for ranking, its name since before sources were options)
-IdeaSource = Literal["ranking", "scipip", "brainstorm"]
+IdeaSource = Literal["ranking", "scipip", "brainstorm", "tuning"]
 
 
 class ScipipSpec(BaseModel):
@@ -100,7 +100,11 @@ class IdeationSpec(BaseModel):
         description="where ideas come from, any non-empty combination, merged (interleaved in this order) before "
         "the filters: ranking = from the papers paper_rankings kept (DOLPHIN); scipip = from papers retrieved by "
         "embedding similarity, shared entities and citation co-occurrence, near-duplicates dropped (SciPIP, "
-        "`ideation.scipip`); brainstorm = from the topic and code alone (no papers)")
+        "`ideation.scipip`); brainstorm = from the topic and code alone (no papers); tuning = hyper-parameter "
+        "moves found in the code without the LLM (`ideation.tuning_moves` per round, kept without the filters, "
+        "within the round's budget; assets/ideas/tuning.py)")
+    tuning_moves: int = Field(1, ge=1, le=10, description="moves the `tuning` source proposes per round (at most one "
+                              "per knob); they take that many of budget.ideas_per_round")
     brainstorm: bool = Field(False, description="also propose ideas from the topic and code alone "
                              "(no papers) and merge them before filtering (SciPIP's dual path); "
                              "short for adding brainstorm to `sources`")

@@ -66,7 +66,18 @@ def plan_functions(code: str, *texts: str) -> list[str]:
     return hit
 
 
+def tuning_plan(spec: TopicSpec, idea: FilteredIdea) -> ExperimentPlan:
+    """The plan of a tuning move, written without the LLM: the move is the whole change."""
+    m = idea.tuning
+    return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment], location=m.where,
+                          evaluation=spec.metric.name, functions=[m.function],
+                          expected_effect=f"{spec.metric.name} moves with {m.name} ({m.kind}): the seeds' verdict "
+                          "says whether the move helps")
+
+
 def make_plan(spec: TopicSpec, code: str, idea: FilteredIdea, llm: LLM) -> ExperimentPlan:
+    if idea.tuning is not None:
+        return tuning_plan(spec, idea)
     res = llm.complete(plan_prompts.plan(code, spec.metric.name, idea.name, idea.title, idea.experiment, idea.summary,
                                          definitions=describe_definitions(code)),
                        stage="experiment_plans", schema=PlanDraft, max_tokens=400, item=idea.idea_id)

@@ -4,9 +4,9 @@ import dagster as dg
 import polars as pl
 
 from assets.filtered_ideas.arena import arena_for, arena_metadata, arena_order, with_ratings
-from assets.filtered_ideas.filtering import dropped_by_filters, fill_round
+from assets.filtered_ideas.filtering import dropped_by_filters, fill_round, keep_tuning
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
-from assets.ideas.generation import BANK_VERDICTS, propose_more, read_history, refill_inputs
+from assets.ideas.generation import BANK_VERDICTS, LLM_SOURCES, propose_more, read_history, refill_inputs
 from assets.round_reference.reference import reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
@@ -55,14 +55,20 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
         return propose_more(llm, head, refs, effective, kept_papers, history, topic, round_key, missing, decided,
                             source=refill_source)
 
+    # the tuning source's moves take their share of the budget first; the filters fill the rest
+    moves, items = keep_tuning(items, spec.budget.ideas_per_round)
+    budget = spec.budget.ideas_per_round - sum(m.kept for m in moves)
+    refills = cfg.refills if any(s in LLM_SOURCES for s in cfg.sources) else 0
     with llm.track("filtered_ideas") as usage:
         arena = arena_for(items, spec, code, llm, log=context.log.info)  # None unless ideation.arena
         items = arena_order(items, arena)  # best rated first: the filters spend the budget on them
         filled = fill_round(items, bank, embedder.encode, novelty, cfg.independence_threshold,
-                            spec.budget.ideas_per_round, cfg.refills, propose, log=context.log.info, tried=tried)
+                            budget, refills, propose, log=context.log.info, tried=tried)
     for e in filled.refill_errors:
         context.log.warning(f"idea refill failed: {e}")
-    out = with_ratings(filled.ideas, arena)  # refilled ideas were not in the arena: no rating
+    for m in moves:
+        context.log.info(f"{m.name}: {'kept' if m.kept else m.drop_reason} (tuning move, not filtered)")
+    out = moves + with_ratings(filled.ideas, arena)  # refilled ideas were not in the arena: no rating
     df = to_frame(out, FilteredIdea)
     check = expectation_check("filter_recorded", df.with_columns(
         kept_is_independent=~pl.col("kept") | pl.col("independent")), [
@@ -72,7 +78,8 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
     return dg.MaterializeResult(value=df, check_results=[check], metadata={
         "kept": sum(o.kept for o in out), "dropped": sum(not o.kept for o in out), "bank_size": len(bank),
         "budget": spec.budget.ideas_per_round, "proposals": filled.proposals, "refills": filled.proposals - 1,
-        "max_refills": cfg.refills, "ideas_proposed": len(out), "dropped_by_filters": len(dropped_by_filters(out)),
+        "max_refills": refills, "tuning_moves_kept": sum(m.kept for m in moves), "ideas_proposed": len(out),
+        "dropped_by_filters": len(dropped_by_filters(out)),
         "refill_errors": "; ".join(filled.refill_errors),
         "bank": cfg.bank, "threshold": cfg.independence_threshold, "novelty_rounds": cfg.novelty_rounds,
         "novelty_undecided": sum(o.independent and o.novel is None and o.novelty_error is not None for o in out),

@@ -129,3 +129,19 @@ def fill_round(items: list[Idea], bank: list[Feedback], embed: Callable[[list[st
         filled.ideas += filter_ideas(new, bank, embed, novelty, threshold, keep_at_most=budget, log=log,
                                      earlier=filled.ideas, proposal=k, tried=tried)
     return filled
+
+
+TUNING_KEPT = "a hyper-parameter move (tuning source): not a literature idea, so neither filter applies"
+
+
+def keep_tuning(items: Sequence[Idea], budget: int) -> tuple[list[FilteredIdea], list[Idea]]:
+    """The tuning source's moves decided without the filters (the move rule of
+    assets/ideas/tuning.py already never repeats a value; similarity and novelty are about
+    ideas from papers), kept while within `budget`; and the other ideas, for the filters."""
+    out = []
+    for i in (i for i in items if i.source == "tuning"):
+        keep = len(out) < budget
+        out.append(FilteredIdea(**i.model_dump(), max_similarity=0.0, independent=True, novel=None,
+                                novelty_reason=TUNING_KEPT, kept=keep,
+                                drop_reason=None if keep else f"{OVER_BUDGET} of {budget} ideas"))
+    return out, [i for i in items if i.source != "tuning"]

@@ -3,7 +3,14 @@ import dagster as dg
 import polars as pl
 
 from assets.ideas import prompts as idea_prompts
-from assets.ideas.generation import SOURCE_TAG, drafts_to_ideas, merge_paths, prompt_inputs, read_history
+from assets.ideas.generation import (
+    SOURCE_TAG,
+    drafts_to_ideas,
+    merge_paths,
+    prompt_inputs,
+    read_history,
+    tuning_ideas,
+)
 from assets.ideas.scipip import Retrieval, papers_references, prompt_papers, scipip_retrieval
 from assets.paper_rankings.prompts import topic_text
 from assets.round_reference.reference import reference_metadata, reference_of
@@ -24,7 +31,7 @@ from schemas.records import Idea, Paper
     "New ideas in DOLPHIN's fields from each idea source of `ideation.sources`, merged before the filters: "
     "ranking (the kept papers, the code, earlier ideas and effective ideas; the default), scipip (papers "
     "retrieved by embedding similarity, shared entities and citation co-occurrence, near-duplicates dropped) "
-    "and brainstorm (the topic and code alone).",
+    "brainstorm (the topic and code alone) and tuning (hyper-parameter moves read from the code, no LLM).",
     topic_inputs=("topic_brief",),
 )
 def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_rankings: pl.DataFrame,
@@ -43,6 +50,9 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     errors, paths, retrieval = {}, {}, None
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
+            if source == "tuning":  # hyper-parameter moves read from the code: no LLM call
+                paths[source] = tuning_ideas(rt.code, history, cfg.tuning_moves, topic, round_key, taken)
+                continue
             if source == "ranking":
                 shown, msgs = kept, idea_prompts.generate(*head, refs, history.tried, effective, n,
                                                           analysis=history.analysis)
@@ -76,6 +86,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
         "from_literature": sum(i.source == "literature" for i in items),
         "from_scipip": sum(i.source == "scipip" for i in items),
         "from_brainstorm": sum(i.source == "brainstorm" for i in items),
+        "from_tuning": sum(i.source == "tuning" for i in items),
         "reads_partitions": dg.MetadataValue.json(history.read),
         "effective_ideas_in_prompt": len(effective), "earlier_ideas_in_prompt": len(history.tried),
         "analysis_in_prompt": history.analysis,

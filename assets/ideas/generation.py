@@ -6,7 +6,7 @@ from itertools import chain, zip_longest
 from assets.shared.naming import idea_id, snake, unique_name
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
-from schemas.records import Feedback, FilteredIdea, Idea, Paper, PaperScore, RetrievedPaper
+from schemas.records import Feedback, FilteredIdea, Idea, Paper, PaperScore, RetrievedPaper, TuningMove
 
 INEFFECTIVE = ("maintenance", "decline")
 
@@ -29,6 +29,7 @@ class History:
     ids: dict[str, str] = field(default_factory=dict)   # earlier idea name -> idea_id
     feedback: list[Feedback] = field(default_factory=list)
     analysis: str = ""  # the latest earlier round's LLM analysis (what worked and why)
+    moves: list[tuple[str, TuningMove, str | None]] = field(default_factory=list)  # kept tuning moves: name, verdict
 
     @property
     def effective(self) -> list[Feedback]:
@@ -58,6 +59,8 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
             h.ids[i.name] = i.idea_id
             status = verdicts.get(i.idea_id) or (i.drop_reason or "not run")
             h.tried.append(f"{i.name}: {i.title} ({status})")
+            if i.tuning is not None and i.kept:
+                h.moves.append((i.name, i.tuning, verdicts.get(i.idea_id)))
     return h
 
 
@@ -135,7 +138,29 @@ def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: Sequence[Pa
 
 # topic.yaml `ideation.sources` -> the `source` its ideas record (the ranking path's ideas were
 # "literature" before sources were options, and stored rounds say so)
-SOURCE_TAG = {"ranking": "literature", "scipip": "scipip", "brainstorm": "brainstorm"}
+SOURCE_TAG = {"ranking": "literature", "scipip": "scipip", "brainstorm": "brainstorm", "tuning": "tuning"}
+LLM_SOURCES = ("ranking", "scipip", "brainstorm")  # the sources that ask the LLM (refills ask like them)
+
+
+def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:
+    """The tuning source's ideas for a round whose reference is `code`: up to `k` hyper-parameter
+    moves (assets/ideas/tuning.py `propose`), each an idea naming the knob, its old and new value
+    and why it was chosen; a move continuing an improving one builds on it."""
+    from assets.ideas.tuning import propose
+
+    out = []
+    for move, why in propose(code, history.moves, k):
+        name = unique_name(f"tune {move.name} {move.direction}", taken)
+        earlier = [n for n, m, _ in history.moves if m.key == move.key and n in history.ids]
+        builds = [history.ids[earlier[-1]]] if earlier and why.startswith("continues") else []
+        out.append(Idea(
+            idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
+            title=f"Tune {move.name}: {move.old_text} -> {move.new_text}",
+            experiment=f"Set {move.where} from {move.old_text} to {move.new_text}; change nothing else.",
+            summary=f"A hyper-parameter move ({move.kind}, {move.direction}) found in the code without the LLM: "
+                    f"{move.name} {move.old_text} -> {move.new_text}; {why}.",
+            source="tuning", builds_on_ideas=builds, tuning=move))
+    return out
 
 
 def merge_paths(*paths: list[Idea]) -> list[Idea]:

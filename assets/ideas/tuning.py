@@ -1,0 +1,282 @@
+"""The `tuning` idea source (topic.yaml `ideation.sources: [..., tuning]`): ideas that move one
+hyper-parameter of the round's code, found and changed without the LLM.
+
+A *knob* is a numeric literal the code sets under a conventional hyper-parameter name: a
+top-level or function-level constant (`EPOCHS = 4`), an argparse default (`--lr ... default=1e-3`),
+a keyword argument (`Adam(..., lr=1e-3)`, `Ridge(alpha=1.0)`) or a function's default argument.
+Only names of known kinds count (learning rate, training length, width, depth, dropout, weight
+decay, penalty, batch size, label smoothing); seeds, data sizes, splits and anything unnamed are
+never touched, so a move cannot change what the evaluation measures.
+
+A *move* sets one knob to a new value (`moves`: a multiplicative step for rates and sizes, an
+additive one for dropout and depth). Over rounds this is a coordinate search carried by the
+loop's own machinery: a move is an idea like any other (its own plan, draft, runs on the topic's
+seeds and verdict), an improving move becomes the next round's reference when the topic stacks
+wins (the default), and the next round continues a knob that improved in the same direction,
+never proposes a value a knob already had, and otherwise takes the untried knobs by kind
+(`KIND_ORDER`). The knob kinds and their steps are generic conventions of ML code, not fitted to
+the shipped topics."""
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from schemas.records import TuningMove
+
+MODULE = "<module>"
+
+# knob kinds, in the order untried knobs are proposed: how long and how fast it learns first
+# (short baselines are the common case), then capacity, then regularisation, then the rest
+KIND_ORDER = ("training_length", "learning_rate", "width", "dropout", "weight_decay", "penalty", "depth",
+              "label_smoothing", "batch_size")
+
+_NAMES = {
+    "training_length": r"(n_|num_|max_|total_|train_)?(epochs?|iters?|iterations|steps|estimators|boost_rounds?|"
+                       r"rounds|max_iter)|n_estimators|num_boost_round|max_iter",
+    "learning_rate": r"(base_|max_|init_|initial_)?(lr|learning_rate|eta)0?",
+    "width": r"(n_|num_)?(hidden|hidden_dim|hidden_size|hidden_units|hid|embed_dim|emb_dim|embedding_dim|embed_size|"
+             r"embedding_size|d_model|n_embd|width|channels|filters|units|latent_dim|feat_dim|hidden_channels)",
+    "depth": r"(n_|num_)?(layers?|blocks|depth)|max_depth|n_layer",
+    "dropout": r"dropout(_p|_rate|_prob)?|drop_rate|p_drop|drop_prob",
+    "weight_decay": r"weight_decay|wd|l2(_reg|_penalty)?",
+    "penalty": r"alpha|c|reg_lambda|reg_alpha|lambda_?|lam",
+    "label_smoothing": r"label_smoothing|smoothing",
+    "batch_size": r"(train_)?(batch_size|bs)|batch",
+}
+_KIND_OF = [(k, re.compile(rf"^(?:{p})$")) for k, p in _NAMES.items()]
+_INT_KINDS = {"training_length", "width", "depth", "batch_size"}
+_FLOAT_KINDS = {"learning_rate", "dropout", "weight_decay", "label_smoothing"}
+
+
+def knob_kind(name: str, value: float | int) -> str | None:
+    """The kind of a knob named `name` holding `value`, or None when it is not one: the name must
+    match a kind (case-insensitive, dashes as underscores) and the value suit it (whole numbers for
+    lengths and sizes, a probability for dropout and smoothing)."""
+    n = name.lower().lstrip("-").replace("-", "_")
+    for kind, rx in _KIND_OF:
+        if not rx.match(n):
+            continue
+        if kind in _INT_KINDS and not (isinstance(value, int) and value >= 1):
+            return None
+        if kind in _FLOAT_KINDS and not isinstance(value, float) and value != 0:
+            return None
+        if kind in ("dropout", "label_smoothing") and not 0 <= value < 1:
+            return None
+        if kind in ("learning_rate", "penalty") and value <= 0:
+            return None
+        return kind
+    return None
+
+
+@dataclass(frozen=True)
+class Knob:
+    key: str        # the same knob in the code of a later round: "EPOCHS", "--lr", "Adam(lr=)"
+    name: str       # the identifier: "EPOCHS", "lr"
+    kind: str
+    value: float | int
+    line: int       # 1-based line of the literal (a literal on one line only)
+    col: int        # byte offsets of the literal on that line (ast's)
+    end_col: int
+    where: str      # for people: "the top-level constant EPOCHS (line 26)"
+    function: str   # the top-level definition it is in, or MODULE
+    text: str       # the literal as written: "5e-3"
+
+
+def _number(node: ast.AST) -> float | int | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.lineno == node.end_lineno:
+        return node.value
+    return None
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else "call"
+
+
+def find_knobs(code: str) -> list[Knob]:
+    """The knobs of `code` in file order ([] when it does not parse). A name assigned more than
+    once in one body counts at its first assignment only (a later `EPOCHS = 1` under `--dry_run`
+    sits in an `if`, which is not searched: only direct statements of the module and of
+    functions are)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found: list[Knob] = []
+    keys: dict[str, int] = {}
+    lines = code.splitlines()
+
+    def add(key: str, name: str, node: ast.AST, where: str, function: str, keyword: bool = False) -> None:
+        value = _number(node)
+        kind = knob_kind(name, value) if value is not None else None
+        if kind is None or (name.lower() == "c" and not keyword):  # a bare `c` is a counter; `C=` is a penalty
+            return
+        n = keys.get(key, 0)
+        keys[key] = n + 1
+        text = lines[node.lineno - 1].encode()[node.col_offset:node.end_col_offset].decode()
+        found.append(Knob(key if n == 0 else f"{key}#{n + 1}", name, kind, value, node.lineno, node.col_offset,
+                          node.end_col_offset, f"{where} (line {node.lineno})", function, text))
+
+    def body_assigns(body: Sequence[ast.stmt], scope: str, function: str) -> None:
+        seen: set[str] = set()
+        for st in body:
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AnnAssign) \
+                else []
+            if len(targets) != 1 or st.value is None:
+                continue
+            t, v = targets[0], st.value
+            if isinstance(t, ast.Name):
+                pairs = [(t, v)]
+            elif isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts):
+                pairs = list(zip(t.elts, v.elts))  # epochs, batch_size, lr = 10, 32, 1e-3
+            else:
+                continue
+            for target, value in pairs:
+                if isinstance(target, ast.Name) and target.id not in seen:
+                    name = target.id
+                    seen.add(name)
+                    label = "top-level constant" if scope == MODULE else f"variable of {scope}()"
+                    add(name if scope == MODULE else f"{scope}.{name}", name, value, f"the {label} {name}", function)
+
+    def defaults(node: ast.FunctionDef | ast.AsyncFunctionDef, function: str) -> None:
+        a = node.args
+        pos = a.posonlyargs + a.args
+        pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
+        for arg, d in pairs:
+            if d is not None:
+                add(f"{node.name}({arg.arg}=)", arg.arg, d, f"the default of {arg.arg} in {node.name}()", function)
+
+    def call(node: ast.Call, function: str) -> None:
+        callee = _callee(node)
+        first = node.args[0] if node.args else None
+        if callee == "add_argument":
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("-"):
+                for kw in node.keywords:
+                    if kw.arg == "default":
+                        add(first.value, first.value.lstrip("-"), kw.value, f"the default of {first.value}", function)
+            return
+        if callee.endswith("Dropout") and first is not None:  # nn.Dropout(0.3): its probability is positional
+            add(f"{callee}()", "dropout", first, f"the probability of {callee}()", function)
+        for kw in node.keywords:
+            if kw.arg == "p" and callee.endswith("Dropout"):
+                add(f"{callee}(p=)", "dropout", kw.value, f"p= of {callee}()", function)
+            elif kw.arg:
+                add(f"{callee}({kw.arg}=)", kw.arg, kw.value, f"{kw.arg}= of {callee}()", function, keyword=True)
+
+    body_assigns(tree.body, MODULE, MODULE)
+    for top in tree.body:
+        function = top.name if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else MODULE
+        for node in ast.walk(top):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body_assigns(node.body, node.name, function)
+                defaults(node, function)
+            elif isinstance(node, ast.Call):
+                call(node, function)
+    return sorted(found, key=lambda k: (k.line, k.col))
+
+
+def _as_literal(value: float | int, like: float | int) -> str:
+    """`value` written as a literal of `like`'s type: 3 for ints, 0.015 or 3e-05 for floats."""
+    if isinstance(like, int):
+        return str(int(value))
+    text = f"{value:.3g}"
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+def _round(value: float, like: float | int) -> float | int:
+    return int(round(value)) if isinstance(like, int) else float(_as_literal(value, 0.0))
+
+
+def moves(knob: Knob) -> list[tuple[str, float | int]]:
+    """The knob's candidate values from its current one, as (direction, value), the more often
+    useful first: longer training; a faster then a slower rate; wider then narrower; more then
+    less dropout, weight decay or penalty; one layer more then one fewer; smaller then larger
+    batches. Values that round to the current one are left out."""
+    k = knob.kind
+    v = knob.value if k in _INT_KINDS else float(knob.value)  # C=1 moves to 3.0 and 0.333, not to 3 and 0
+    if k == "training_length":
+        out = [("up", v * 2)]
+    elif k in ("learning_rate", "penalty"):
+        out = [("up", v * 3), ("down", v / 3)]
+    elif k == "width":
+        out = [("up", v * 2), ("down", max(1, v // 2))]
+    elif k == "weight_decay":
+        out = [("up", 1e-4), ("up", 1e-3)] if v == 0 else [("up", v * 3), ("down", v / 3)]
+    elif k in ("dropout", "label_smoothing"):
+        step = 0.2 if k == "dropout" else 0.05
+        out = [("up", min(0.7, v + step)), ("down", max(0.0, v - step))]
+    elif k == "depth":
+        out = [("up", v + 1), ("down", max(1, v - 1))]
+    else:  # batch_size
+        out = [("down", max(1, v // 2)), ("up", v * 2)]
+    res, seen = [], set()
+    for d, x in out:
+        x = _round(x, v)
+        if not _same(x, v) and x not in seen:
+            seen.add(x)
+            res.append((d, x))
+    return res
+
+
+def apply_move(code: str, move: TuningMove) -> str:
+    """`code` with the move's knob set to its new value. Raises ValueError when the knob is not
+    in `code` at its old value (the code changed since the move was proposed)."""
+    knob = next((k for k in find_knobs(code) if k.key == move.key), None)
+    if knob is None or not _same(knob.value, move.old):
+        raise ValueError(f"the knob {move.key} is not in the code at {move.old_text}")
+    lines = code.splitlines(keepends=True)
+    raw = lines[knob.line - 1].encode()
+    lines[knob.line - 1] = (raw[:knob.col] + move.new_text.encode() + raw[knob.end_col:]).decode()
+    new = "".join(lines)
+    after = next((k for k in find_knobs(new) if k.key == move.key), None)
+    if after is None or not _same(after.value, move.new):
+        raise ValueError(f"setting {move.key} to {move.new_text} did not take")
+    return new
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: int) -> list[tuple[TuningMove, str]]:
+    """Up to `k` moves for the round whose reference is `code`, one per knob, each with why it
+    was chosen. `tried`: the topic's earlier moves as (idea name, move, verdict; None: not judged).
+
+    1. A knob whose last move improved and still holds that move's value continues in the same
+       direction (a line search that stops at the first move that does not improve).
+    2. Then the knobs no move touched yet, by KIND_ORDER then file order, their first direction.
+    3. Then the other directions of knobs already moved.
+    A value the knob already had in an earlier move (before or after it) is never proposed again."""
+    by_key: dict[str, list[tuple[str, TuningMove, str | None]]] = {}
+    for name, m, verdict in tried:
+        by_key.setdefault(m.key, []).append((name, m, verdict))
+    ranked: list[tuple[tuple, TuningMove, str]] = []
+    for pos, knob in enumerate(find_knobs(code)):
+        history = by_key.get(knob.key, [])
+        had = [x for _, m, _ in history for x in (m.old, m.new)]
+        last_name, last, verdict = history[-1] if history else ("", None, None)
+        for j, (direction, value) in enumerate(moves(knob)):
+            if any(_same(value, x) for x in had):
+                continue
+            if last is not None and verdict == "improvement" and _same(knob.value, last.new):
+                if direction != last.direction:
+                    continue
+                rank, why = (0, 0, pos), f"continues {last_name} ({last.old_text} -> {last.new_text} improved)"
+            elif not history:
+                rank, why = (1, KIND_ORDER.index(knob.kind), j, pos), "first move on this knob"
+            else:
+                earlier = ", ".join(f"{m.new_text} ({v or 'not judged'})" for _, m, v in history)
+                rank, why = (2, KIND_ORDER.index(knob.kind), j, pos), f"earlier moves on this knob: {earlier}"
+            move = TuningMove(key=knob.key, name=knob.name, kind=knob.kind, where=knob.where, function=knob.function,
+                              direction=direction, old=knob.value, new=value,
+                              old_text=knob.text, new_text=_as_literal(value, value))
+            ranked.append((rank, move, why))
+    out, used = [], set()
+    for _, move, why in sorted(ranked, key=lambda r: r[0]):
+        if move.key not in used and len(out) < k:
+            used.add(move.key)
+            out.append((move, why))
+    return out

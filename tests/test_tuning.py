@@ -1,0 +1,200 @@
+"""The `tuning` idea source (assets/ideas/tuning.py): which literals are knobs, the moves and
+their order over rounds, applying a move, and the move as an idea through the filters, the plan
+and the patch without the LLM; a whole round with sources [ranking, tuning] on the toy topic."""
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from assets.experiment_plans.planning import make_plan
+from assets.filtered_ideas.filtering import TUNING_KEPT, keep_tuning
+from assets.ideas.generation import History, tuning_ideas
+from assets.ideas.tuning import apply_move, find_knobs, moves, propose
+from assets.patched_code.patching import tuning_draft
+from schemas.topic import load_topic
+from tests.test_topic_spec import VALID, make_topic
+
+SCRIPT = '''import argparse
+import torch.nn as nn
+from sklearn.linear_model import LogisticRegression
+
+p = argparse.ArgumentParser()
+p.add_argument("--seed", type=int, default=0)
+p.add_argument("--lr", type=float, default=1e-3)
+p.add_argument("--test_size", type=float, default=0.2)
+args = p.parse_args()
+
+EPOCHS = 4  # passes over the data (état: court)
+HIDDEN = 64
+VERBOSE = True
+if args.seed:
+    EPOCHS = 1
+n_epochs, batch_size, n_train = 10, 32, 5000
+
+
+class Net(nn.Module):
+    def __init__(self, n_layers=2):
+        super().__init__()
+        self.drop = nn.Dropout(0.3)
+        self.conv = nn.Conv2d(in_channels=1, out_channels=HIDDEN, kernel_size=3)
+
+
+def fit(x, y, seed=0):
+    clf = LogisticRegression(C=1, max_iter=200, random_state=seed)
+    return clf.fit(x, y).predict_proba(x).sum(dim=1) * args.lr * EPOCHS * n_epochs * batch_size
+'''
+
+
+def knobs_by_key(code=SCRIPT):
+    return {k.key: k for k in find_knobs(code)}
+
+
+def test_knobs_are_named_hyper_parameters_only():
+    k = knobs_by_key()
+    assert set(k) == {"--lr", "EPOCHS", "HIDDEN", "n_epochs", "batch_size", "__init__(n_layers=)", "Dropout()",
+                      "LogisticRegression(C=)", "LogisticRegression(max_iter=)"}
+    assert (k["--lr"].kind, k["--lr"].value) == ("learning_rate", 1e-3)
+    assert (k["EPOCHS"].kind, k["EPOCHS"].value, k["EPOCHS"].line) == ("training_length", 4, 11)  # not the `if`'s 1
+    assert k["n_epochs"].kind == "training_length" and k["batch_size"].kind == "batch_size"  # tuple assignment
+    assert k["Dropout()"].kind == "dropout" and k["Dropout()"].value == 0.3
+    assert k["__init__(n_layers=)"].kind == "depth" and k["__init__(n_layers=)"].function == "Net"
+    assert k["LogisticRegression(C=)"].kind == "penalty" and k["LogisticRegression(C=)"].function == "fit"
+    assert k["HIDDEN"].where == "the top-level constant HIDDEN (line 12)"
+    # never: seeds, splits, data sizes, flags, in_channels, dim=1, kernel sizes
+    assert find_knobs("def f(:\n") == []
+
+
+def test_moves_step_by_kind_and_leave_out_no_change():
+    k = knobs_by_key()
+    assert moves(k["EPOCHS"]) == [("up", 8)]
+    assert moves(k["--lr"]) == [("up", 0.003), ("down", 0.000333)]
+    assert moves(k["HIDDEN"]) == [("up", 128), ("down", 32)]
+    assert moves(k["Dropout()"]) == [("up", 0.5), ("down", 0.1)]
+    assert moves(k["batch_size"]) == [("down", 16), ("up", 64)]
+    assert moves(k["LogisticRegression(C=)"]) == [("up", 3.0), ("down", 0.333)]  # an int C moves as a float
+    assert moves(k["__init__(n_layers=)"]) == [("up", 3), ("down", 1)]
+    one = knobs_by_key("n_layers = 1\n")["n_layers"]
+    assert moves(one) == [("up", 2)]  # one layer fewer would be the same value
+
+
+def test_apply_move_changes_only_that_literal_even_after_non_ascii_text():
+    code = "X = 1  # é\nEPOCHS = 4  # passes (état: court)\nX = 'é'; LR = 5e-3; WD = 0.0\n"
+    (lr, _), = [(m, w) for m, w in propose(code, [], 5) if m.key == "LR"]
+    new = apply_move(code, lr)
+    assert new == "X = 1  # é\nEPOCHS = 4  # passes (état: court)\nX = 'é'; LR = 0.015; WD = 0.0\n"
+    (ep, _), = [(m, w) for m, w in propose(code, [], 5) if m.key == "EPOCHS"]
+    assert apply_move(code, ep).splitlines()[1] == "EPOCHS = 8  # passes (état: court)"
+    with pytest.raises(ValueError, match="not in the code at 5e-3"):
+        apply_move(code.replace("5e-3", "1e-2"), lr)  # the code moved on since the move was proposed
+
+
+def test_first_round_takes_one_move_per_knob_by_kind():
+    got = [(m.key, m.new_text, why) for m, why in propose(SCRIPT, [], 4)]
+    assert got == [("EPOCHS", "8", "first move on this knob"), ("n_epochs", "20", "first move on this knob"),
+                   ("LogisticRegression(max_iter=)", "400", "first move on this knob"),
+                   ("--lr", "0.003", "first move on this knob")]
+
+
+def test_an_improving_move_continues_and_no_value_comes_back():
+    code1 = "LR = 0.01\nEPOCHS = 5\n"
+    (m1, _), = propose(code1, [], 1)
+    assert (m1.key, m1.new_text) == ("EPOCHS", "10")
+    # it improved and became the reference: the next round doubles again, first
+    code2 = apply_move(code1, m1)
+    (m2, why), = propose(code2, [("tune_epochs_up", m1, "improvement")], 1)
+    assert (m2.key, m2.new_text) == ("EPOCHS", "20") and why.startswith("continues tune_epochs_up")
+    # that one declined (the reference stays at 10): no move of EPOCHS is left (5 and 20 were had), the rate is next
+    tried = [("tune_epochs_up", m1, "improvement"), ("tune_epochs_up_2", m2, "decline")]
+    got = [(m.key, m.direction, m.new_text) for m, _ in propose(code2, tried, 3)]
+    assert got == [("LR", "up", "0.03")]
+    # a declined rate move is followed by the other direction, saying what was tried
+    (m3, _), = propose(code2, tried, 1)
+    tried.append(("tune_lr_up", m3, "decline"))
+    (m4, why4), = propose(code2, tried, 1)
+    assert (m4.key, m4.direction, m4.new_text) == ("LR", "down", "0.00333")
+    assert why4 == "earlier moves on this knob: 0.03 (decline)"
+
+
+def test_tuning_ideas_name_the_move_and_build_on_the_improvement():
+    code1 = "EPOCHS = 5\n"
+    h = History()
+    (i1,) = tuning_ideas(code1, h, 2, "t", "r1", set())
+    assert (i1.name, i1.source, i1.title) == ("tune_epochs_up", "tuning", "Tune EPOCHS: 5 -> 10")
+    assert "from 5 to 10" in i1.experiment and i1.builds_on_ideas == []
+    h.ids["tune_epochs_up"] = i1.idea_id
+    h.moves.append(("tune_epochs_up", i1.tuning, "improvement"))
+    (i2,) = tuning_ideas(apply_move(code1, i1.tuning), h, 2, "t", "r2", {"tune_epochs_up"})
+    assert i2.name == "tune_epochs_up_2" and i2.builds_on_ideas == [i1.idea_id] and i2.tuning.new == 20
+
+
+def test_moves_bypass_the_filters_within_the_budget():
+    ideas = tuning_ideas(SCRIPT, History(), 3, "t", "r1", set())
+    kept, rest = keep_tuning(ideas, 2)
+    assert rest == [] and [k.kept for k in kept] == [True, True, False]
+    assert kept[0].novelty_reason == TUNING_KEPT and kept[0].independent
+    assert kept[2].drop_reason.startswith("over the round's budget")
+
+
+@pytest.fixture
+def spec(tmp_path):
+    return load_topic(make_topic(tmp_path, "toy", {**VALID}))
+
+
+def test_plan_and_patch_of_a_move_ask_no_llm(spec):
+    code = "import json\nEPOCHS = 5\nHIDDEN = 8\njson.dump({'accuracy': EPOCHS / 10}, open('final_info.json', 'w'))\n"
+    ideas = {i.tuning.key: i for i in tuning_ideas(code, History(), 2, "t", "r1", set())}
+    kept, _ = keep_tuning(list(ideas.values()), 3)
+    by_key = {k.tuning.key: k for k in kept}
+    plan = make_plan(spec, code, by_key["EPOCHS"], llm=None)  # None: any LLM call would fail
+    assert plan.functions == ["<module>"] and plan.changes == [by_key["EPOCHS"].experiment]
+    d = tuning_draft(spec, code, by_key["EPOCHS"])
+    assert d.status == "ok" and "-EPOCHS = 5\n+EPOCHS = 10" in d.diff and d.edit_format == "tuning"
+    # a knob nothing reads is not an implementation
+    dead = tuning_draft(spec, code, by_key["HIDDEN"])
+    assert dead.status == "no_op", dead.reason
+    # the code changed since: recorded, not raised
+    gone = tuning_draft(spec, code.replace("EPOCHS = 5", "EPOCHS = 7"), by_key["EPOCHS"])
+    assert gone.status == "not_applied" and "not in the code at 5" in gone.reason
+
+
+def test_sources_accept_tuning(tmp_path):
+    spec = load_topic(make_topic(tmp_path, "toy", {**VALID, "ideation": {"sources": ["ranking", "tuning"],
+                                                                         "tuning_moves": 2}}))
+    assert spec.ideation.sources == ["ranking", "tuning"] and spec.ideation.tuning_moves == 2
+
+
+def test_a_round_with_the_tuning_source(home, fake_llm):
+    """The toy round with sources [ranking, tuning]: the move is kept without the filters and
+    takes one of the 3 places, the LLM's ideas the other two; the move's patch and run need no
+    LLM call and its run records the new value's metric."""
+    from assets import ALL_ASSETS, ROUND_ASSETS
+    from assets.shared.partitions import multi_key
+    from resources.store import Store
+    from schemas.frames import from_frame
+    from schemas.records import FilteredIdea, Patch, RunResult
+    from tests.conftest import make_resources
+    from tests.test_ideation import set_ideation
+    from tests.test_round import materialize_topic
+
+    set_ideation(home, sources=["ranking", "tuning"])
+    instance = dg.DagsterInstance.ephemeral()
+    resources = make_resources(fake_llm.base_url)
+    materialize_topic(instance, resources)
+    instance.add_dynamic_partitions("rounds", ["r1"])
+    res = dg.materialize(ALL_ASSETS, selection=ROUND_ASSETS, partition_key=str(multi_key("toy_classification", "r1")),
+                         instance=instance, resources=resources)
+    assert res.success
+    store = Store()
+    filtered = from_frame(store.read("filtered_ideas", "toy_classification", "r1"), FilteredIdea)
+    kept = [f for f in filtered if f.kept]
+    assert len(kept) == 3 and [f.source for f in kept].count("tuning") == 1
+    move = next(f for f in kept if f.source == "tuning")
+    assert move.name == "tune_epochs_up" and move.tuning.new == 60
+    patch = next(p for p in from_frame(store.read("patched_code", "toy_classification", "r1"), Patch)
+                 if p.idea_id == move.idea_id)
+    assert patch.status == "ok" and "+EPOCHS = 60" in patch.diff and patch.drafts[0].how.startswith("tuning move")
+    run = next(r for r in from_frame(store.read("run_results", "toy_classification", "r1"), RunResult)
+               if r.idea_id == move.idea_id)
+    assert run.status == "success" and run.metric_value is not None
+    meta = instance.get_latest_materialization_event(dg.AssetKey("filtered_ideas")).asset_materialization.metadata
+    assert meta["tuning_moves_kept"].value == 1
