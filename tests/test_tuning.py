@@ -39,6 +39,9 @@ class Net(nn.Module):
         self.conv = nn.Conv2d(in_channels=1, out_channels=HIDDEN, kernel_size=3)
 
 
+PARAMS = {"learning_rate": 0.1, "num_leaves": 31, "objective": "binary", "seed": 7}
+
+
 def fit(x, y, seed=0):
     clf = LogisticRegression(C=1, max_iter=200, random_state=seed)
     return clf.fit(x, y).predict_proba(x).sum(dim=1) * args.lr * EPOCHS * n_epochs * batch_size
@@ -52,7 +55,9 @@ def knobs_by_key(code=SCRIPT):
 def test_knobs_are_named_hyper_parameters_only():
     k = knobs_by_key()
     assert set(k) == {"--lr", "EPOCHS", "HIDDEN", "n_epochs", "batch_size", "__init__(n_layers=)", "Dropout()",
-                      "LogisticRegression(C=)", "LogisticRegression(max_iter=)"}
+                      "LogisticRegression(C=)", "LogisticRegression(max_iter=)", '["learning_rate"]',
+                      '["num_leaves"]'}
+    assert (k['["learning_rate"]'].kind, k['["num_leaves"]'].kind) == ("learning_rate", "width")
     assert (k["--lr"].kind, k["--lr"].value) == ("learning_rate", 1e-3)
     assert (k["EPOCHS"].kind, k["EPOCHS"].value, k["EPOCHS"].line) == ("training_length", 4, 11)  # not the `if`'s 1
     assert k["n_epochs"].kind == "training_length" and k["batch_size"].kind == "batch_size"  # tuple assignment

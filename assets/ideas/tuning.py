@@ -38,7 +38,7 @@ _NAMES = {
                        r"rounds|max_iter)|n_estimators|num_boost_round|max_iter",
     "learning_rate": r"(base_|max_|init_|initial_)?(lr|learning_rate|eta)0?",
     "width": r"(n_|num_)?(hidden|hidden_dim|hidden_size|hidden_units|hid|embed_dim|emb_dim|embedding_dim|embed_size|"
-             r"embedding_size|d_model|n_embd|width|channels|filters|units|latent_dim|feat_dim|hidden_channels)",
+             r"embedding_size|d_model|n_embd|width|channels|filters|units|latent_dim|feat_dim|hidden_channels|leaves)",
     "depth": r"(n_|num_)?(layers?|blocks|depth)|max_depth|n_layer",
     "dropout": r"dropout(_p|_rate|_prob)?|drop_rate|p_drop|drop_prob",
     "weight_decay": r"weight_decay|wd|l2(_reg|_penalty)?",
@@ -175,6 +175,10 @@ def find_knobs(code: str) -> list[Knob]:
                 defaults(node, function)
             elif isinstance(node, ast.Call):
                 call(node, function)
+            elif isinstance(node, ast.Dict):  # params = {"learning_rate": 0.1, "num_leaves": 31}
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        add(f'["{key.value}"]', key.value, value, f'the "{key.value}" entry of a dict', function)
     return sorted(found, key=lambda k: (k.line, k.col))
 
 
