@@ -490,3 +490,22 @@ def test_a_lookup_is_asked_once_per_process(monkeypatch):
     first = suggestions.callee_parameters(code, "alpha", 2)
     assert first is not None and "alphas" in first[1] and len(runs) == 1
     assert suggestions.keyword_fix(code, "alpha", 2)[0] == code.replace("alpha=", "alphas=") and len(runs) == 1
+
+
+def test_a_run_whose_repairs_undid_the_idea_is_no_evidence_about_it():
+    """A repair that drops the idea's only change (a wrong keyword removed) runs the round's
+    reference code: that run is failed (the next draft gets its full run), not the idea's result."""
+    from assets.run_results.running import UNDONE, undone
+    from schemas.records import RunResult
+
+    ref = "import json\nx = 1\njson.dump({'m': x}, open('f.json', 'w'))\n"
+    repaired_back = RunResult(idea_id="t/r1/i", status="success", n_attempts=2, metric_value=0.5,
+                              final_code="import json\nx = 1  # the idea's keyword, dropped\n"
+                                         "json.dump({'m': x}, open('f.json', 'w'))\n")
+    got = undone(repaired_back, ref)
+    assert (got.status, got.reason) == ("failed", UNDONE)
+    kept = repaired_back.model_copy(update={"final_code": ref.replace("x = 1", "x = 2")})
+    assert undone(kept, ref).status == "success"  # the repair kept a change: the run is the idea's
+    assert undone(repaired_back, None).status == "success"  # no reference known: nothing to compare
+    failed = repaired_back.model_copy(update={"status": "failed", "reason": "boom"})
+    assert undone(failed, ref).reason == "boom"

@@ -60,13 +60,13 @@ def run_idea_step(context: dg.OpExecutionContext, job: dict, llm: LLM, runner: R
     """Run (and repair) one idea's experiment while holding a device slot. Never raises: a
     crash becomes this idea's failed result, so the other ideas and the round go on."""
     patch, idea = Patch.model_validate_json(job["patch"]), FilteredIdea.model_validate_json(job["idea"])
-    spec, _ = spec_and_code_from_json(job["topic"])
+    spec, reference_code = spec_and_code_from_json(job["topic"])
     with llm.track("run_results") as usage:  # in-process steps share the resource and run one by one
         try:
             with device_slot(under_home("slots")) as env:
                 context.log.info(f"{idea.idea_id}: running with {env}")
                 r = run_idea(spec, patch, idea, llm, runner, tracker, job["parent"], context.log.info, env=env,
-                             reference=job.get("reference_mean"))
+                             reference=job.get("reference_mean"), reference_code=reference_code)
         except Exception as e:  # one idea's crash never fails the round
             context.log.exception(f"{idea.idea_id} crashed")
             r = RunResult(idea_id=idea.idea_id, status="failed", reason=f"{type(e).__name__}: {e}")

@@ -1,6 +1,6 @@
 """Running one idea: its drafts (screened, then full runs: assets/run_results/screening.py), its
 attempts, its seeds and its MLflow runs."""
-from assets.patched_code.drafts import cheap_order
+from assets.patched_code.drafts import cheap_order, program_hash
 from assets.run_results.experimenting import OUT_DIR, RunTarget, repeat_seeds, run_with_repair
 from assets.run_results.screening import RULE_CHEAP, RULE_SCREENED, enough, full_run_order, pick_best
 from resources.llm import LLM
@@ -20,14 +20,29 @@ def candidates(patch: Patch) -> list[Draft]:
                   imports_ok=patch.imports_ok)]
 
 
+UNDONE = "the repairs undid the idea's change: the code that ran is the round's reference code"
+
+
+def undone(result: RunResult, reference_code: str | None) -> RunResult:
+    """`result` marked failed when its repairs turned the draft back into the reference code
+    (e.g. a wrong keyword dropped, and with it the idea's only change): its metric would be the
+    reference's, not the idea's, so it is no evidence about the idea."""
+    if (reference_code and result.status == "success" and result.n_attempts > 1
+            and program_hash(result.final_code) == program_hash(reference_code)):
+        return result.model_copy(update={"status": "failed", "reason": UNDONE})
+    return result
+
+
 def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner, tracker: Tracker,
              parent_run: str | None, log, env: dict[str, str] | None = None,
-             reference: float | None = None) -> RunResult:
+             reference: float | None = None, reference_code: str | None = None) -> RunResult:
     """Run an idea's drafts by the rule of assets/run_results/screening.py: short runs rank them
     when the topic has `screen:`, full runs (with repairs) go to the best until `budget.promote`
     succeeded, the best full metric is the result and only it repeats its seeds. `reference`: the
     mean of the round's reference code's seeds, which seed 0 must beat for the seeds to be repeated
-    (None: the baseline's, see experimenting.repeat_seeds)."""
+    (None: the baseline's, see experimenting.repeat_seeds). `reference_code`: the round's
+    reference code; a full run whose repairs turned the draft back into it counts as failed
+    (`undone`), and an idea whose chosen run was undone is not implemented."""
     if patch.status == "no_op":
         return RunResult(idea_id=patch.idea_id, status="not_implemented", reason=patch.reason)
     if patch.status != "ok":
@@ -60,6 +75,9 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
         r = run_with_repair(spec, d.code, runner=runner, llm=llm, workdir=workdir(i), idea_id=patch.idea_id,
                             title=idea.title, max_repairs=spec.budget.debug_attempts, edit_format=d.edit_format,
                             log=say(i), env=env)
+        r = undone(r, reference_code)
+        if r.reason == UNDONE:
+            say(i)(f"{patch.idea_id}: {UNDONE}")
         results[i] = r
         runs[i] = runs[i].model_copy(update={"promoted": True, "status": r.status, "metric_value": r.metric_value,
                                              "reason": r.reason, "n_attempts": r.n_attempts})
@@ -72,6 +90,8 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
             + ", ".join(f"{i}={runs[i].status}" for i in order if runs[i].promoted))
     result = repeat_seeds(spec, results[chosen], runner, workdir(chosen), env=env, log=say(chosen),
                           reference=reference)
+    if result.reason == UNDONE:
+        result = result.model_copy(update={"status": "not_implemented"})
     rule = (RULE_SCREENED if screened is not None else RULE_CHEAP).format(promote=spec.budget.promote)
     result = result.model_copy(update={"draft": chosen, "drafts": [runs[i] for i in cheap], "rule": rule})
     if result.mlflow_run_id is None:
