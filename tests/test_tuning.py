@@ -15,6 +15,7 @@ from schemas.topic import load_topic
 from tests.test_topic_spec import VALID, make_topic
 
 SCRIPT = '''import argparse
+from dataclasses import dataclass
 import torch.nn as nn
 from sklearn.linear_model import LogisticRegression
 
@@ -39,6 +40,12 @@ class Net(nn.Module):
         self.conv = nn.Conv2d(in_channels=1, out_channels=HIDDEN, kernel_size=3)
 
 
+@dataclass
+class Config:
+    weight_decay: float = 0.0
+    name: str = "run"
+
+
 PARAMS = {"learning_rate": 0.1, "num_leaves": 31, "objective": "binary", "seed": 7}
 
 
@@ -56,15 +63,17 @@ def test_knobs_are_named_hyper_parameters_only():
     k = knobs_by_key()
     assert set(k) == {"--lr", "EPOCHS", "HIDDEN", "n_epochs", "batch_size", "__init__(n_layers=)", "Dropout()",
                       "LogisticRegression(C=)", "LogisticRegression(max_iter=)", '["learning_rate"]',
-                      '["num_leaves"]'}
+                      '["num_leaves"]', "Config.weight_decay"}
+    assert k["Config.weight_decay"].where == "the field weight_decay of class Config (line 29)"
+    assert moves(k["Config.weight_decay"]) == [("up", 0.0001), ("up", 0.001)]  # from none: a first amount
     assert (k['["learning_rate"]'].kind, k['["num_leaves"]'].kind) == ("learning_rate", "width")
     assert (k["--lr"].kind, k["--lr"].value) == ("learning_rate", 1e-3)
-    assert (k["EPOCHS"].kind, k["EPOCHS"].value, k["EPOCHS"].line) == ("training_length", 4, 11)  # not the `if`'s 1
+    assert (k["EPOCHS"].kind, k["EPOCHS"].value, k["EPOCHS"].line) == ("training_length", 4, 12)  # not the `if`'s 1
     assert k["n_epochs"].kind == "training_length" and k["batch_size"].kind == "batch_size"  # tuple assignment
     assert k["Dropout()"].kind == "dropout" and k["Dropout()"].value == 0.3
     assert k["__init__(n_layers=)"].kind == "depth" and k["__init__(n_layers=)"].function == "Net"
     assert k["LogisticRegression(C=)"].kind == "penalty" and k["LogisticRegression(C=)"].function == "fit"
-    assert k["HIDDEN"].where == "the top-level constant HIDDEN (line 12)"
+    assert k["HIDDEN"].where == "the top-level constant HIDDEN (line 13)"
     # never: seeds, splits, data sizes, flags, in_channels, dim=1, kernel sizes
     assert find_knobs("def f(:\n") == []
 

@@ -120,7 +120,7 @@ def find_knobs(code: str) -> list[Knob]:
         found.append(Knob(key if n == 0 else f"{key}#{n + 1}", name, kind, value, node.lineno, node.col_offset,
                           node.end_col_offset, f"{where} (line {node.lineno})", function, text))
 
-    def body_assigns(body: Sequence[ast.stmt], scope: str, function: str) -> None:
+    def body_assigns(body: Sequence[ast.stmt], scope: str, function: str, label: str = "variable") -> None:
         seen: set[str] = set()
         for st in body:
             targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AnnAssign) \
@@ -138,8 +138,10 @@ def find_knobs(code: str) -> list[Knob]:
                 if isinstance(target, ast.Name) and target.id not in seen:
                     name = target.id
                     seen.add(name)
-                    label = "top-level constant" if scope == MODULE else f"variable of {scope}()"
-                    add(name if scope == MODULE else f"{scope}.{name}", name, value, f"the {label} {name}", function)
+                    where = (f"the top-level constant {name}" if scope == MODULE else
+                             f"the field {name} of class {scope}" if label == "field" else
+                             f"the variable {name} of {scope}()")
+                    add(name if scope == MODULE else f"{scope}.{name}", name, value, where, function)
 
     def defaults(node: ast.FunctionDef | ast.AsyncFunctionDef, function: str) -> None:
         a = node.args
@@ -173,6 +175,8 @@ def find_knobs(code: str) -> list[Knob]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 body_assigns(node.body, node.name, function)
                 defaults(node, function)
+            elif isinstance(node, ast.ClassDef):  # @dataclass class Config: lr: float = 1e-3
+                body_assigns(node.body, node.name, function, label="field")
             elif isinstance(node, ast.Call):
                 call(node, function)
             elif isinstance(node, ast.Dict):  # params = {"learning_rate": 0.1, "num_leaves": 31}
