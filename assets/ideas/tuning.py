@@ -3,7 +3,8 @@ hyper-parameter of the round's code, found and changed without the LLM.
 
 A *knob* is a numeric literal the code sets under a conventional hyper-parameter name: a
 top-level or function-level constant (`EPOCHS = 4`), an argparse default (`--lr ... default=1e-3`),
-a keyword argument (`Adam(..., lr=1e-3)`, `Ridge(alpha=1.0)`) or a function's default argument.
+a keyword argument (`Adam(..., lr=1e-3)`, `Ridge(alpha=1.0)`), a function's default argument, a
+class field (a dataclass config) or a dict entry with a string key (`{"learning_rate": 0.1}`).
 Only names of known kinds count (learning rate, training length, width, depth, dropout, weight
 decay, penalty, batch size, label smoothing); seeds, data sizes, splits and anything unnamed are
 never touched, so a move cannot change what the evaluation measures.
