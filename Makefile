@@ -78,6 +78,11 @@ bench: setup
 # rewrites its own section of bench/RESULTS.md; `make bench` writes the section make-bench)
 # bench-effectiveness: `researchloop run` for 3 rounds on every shipped topic on a fresh DAGSTER_HOME (hours
 # on the local model): bench/records/effectiveness.json and the section effectiveness (issue 14's goals)
+# bench-ranking-similarity: the embedding-only ranking rules on every labelled candidate, no LLM (a minute):
+# bench/records/ranking_similarity_all.json and the section ranking_similarity
+bench-ranking-similarity: setup
+	$(PY) -m bench.ranking_bench --similarity-only
+
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench

@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.ranking_bench [--n 30] [--topics a,b] [--no-attributes] [--no-write]
     .venv/bin/python -m bench.ranking_bench --render     # re-render the section from the record
+    .venv/bin/python -m bench.ranking_bench --similarity-only [--render] [--topics a,b] [--no-write]
+        # the embedding-only rules on every labelled candidate, no LLM call (its own record and section)
 
 Topics: every `bench/labels/<name>_relevance.jsonl` with a topic, either `bench/labels/<name>_topic.yaml`
 (title and description) or a folder `experiments/<name>` or `experiments/<name>_*`. Candidates: the
@@ -104,9 +106,9 @@ def _rank_key(paper_id: str) -> str:
 
 def choose(ids: list[str], relevant: dict[str, bool], n: int) -> list[str]:
     """n of the ids with the relevant share kept (at least one of each kind when both exist), chosen
-    by a hash of the id (fixed, not the file's order); all of them when n >= len(ids). Keeps the
-    ids' own order."""
-    if n >= len(ids):
+    by a hash of the id (fixed, not the file's order); all of them when n >= len(ids) or n <= 0. Keeps
+    the ids' own order."""
+    if n <= 0 or n >= len(ids):
         return list(ids)
     rel = sorted((i for i in ids if relevant[i]), key=_rank_key)
     other = sorted((i for i in ids if not relevant[i]), key=_rank_key)
@@ -281,6 +283,16 @@ def loto(mode: str, topics: list[dict]) -> dict:
 
 # -- the run -----------------------------------------------------------------------------------------
 
+def candidate_pool(entry: dict, topic, literature, embedder) -> tuple[dict[str, dict], list[str], str]:
+    """The topic's label rows by id, its candidate ids and what they are: the label file's papers,
+    or (a label file over LABELLED_ALL papers) the top RETRIEVED papers of the corpus search."""
+    rows = {r["paper_id"]: r for r in label_rows(entry["labels"])}
+    if len(rows) > LABELLED_ALL:
+        pool = [p.paper_id for p in literature.search(topic.search_query, RETRIEVED, embedder)]
+        return rows, pool, f"top {RETRIEVED} of the corpus search for the topic's title and description"
+    return rows, list(rows), f"the {len(rows)} labelled candidates"
+
+
 def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: int) -> dict:
     """One topic's answers; `attributes`: how many of the n papers (the same id-hashed choice) the
     attribute and naive modes rank (0: none)."""
@@ -291,14 +303,8 @@ def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: int) 
     topic = plain_brief(entry)
     full = brief(entry, llm) if attributes else None   # the LLM's task attributes: the attribute mode only
     source = str((entry.get("topic_dir") or entry.get("topic_yaml")).relative_to(ROOT))
-    rows = {r["paper_id"]: r for r in label_rows(entry["labels"])}
+    rows, pool, candidates = candidate_pool(entry, topic, literature, embedder)
     corpus = {p.paper_id: p for p in load_corpus(ROOT / "corpus" / "papers.jsonl")}
-    if len(rows) > LABELLED_ALL:
-        pool = [p.paper_id for p in literature.search(topic.search_query, RETRIEVED, embedder)]
-        candidates = f"top {RETRIEVED} of the corpus search for the topic's title and description"
-    else:
-        pool = list(rows)
-        candidates = f"the {len(rows)} labelled candidates"
     relevant = {i: bool(rows[i]["relevant"]) for i in pool}
     ids = choose(pool, relevant, n)
     papers = [corpus[i] for i in ids]
@@ -394,6 +400,7 @@ PROMPT_TOK_S, DECODE_TOK_S = 48, 10   # the local model on the 2 cores when idle
 def render(rec: dict) -> str:
     a = rec["analysis"] = analyse(rec)   # recomputed from the per-paper answers
     names = [t["name"] for t in rec["topics"]]
+    per_topic = rec["n"] if rec["n"] > 0 else "all labelled"
 
     def cell(e: dict | None) -> str:
         return "-" if e is None else f"{e['precision']:.2f} / {e['recall']:.2f} ({e['kept']})"
@@ -458,10 +465,10 @@ def render(rec: dict) -> str:
                    "each row says: held-out = thresholds tuned on the other topics (leave-one-topic-out); "
                    "in-sample = tuned on all topics, the shipped constants' source"),
         "",
-        f"`make bench-ranking`. Model {rec['model']} (local), embeddings all-MiniLM-L6-v2. Per topic {rec['n']} "
+        f"`make bench-ranking`. Model {rec['model']} (local), embeddings all-MiniLM-L6-v2. Per topic {per_topic} "
         "papers (the relevant share of the labelled candidates kept, chosen by a hash of the id), labels as listed "
         "in `bench/labels/dev_topics.yaml`. Cells: precision / recall (papers kept), kept = score >= 8. With "
-        f"{rec['n']} papers per topic one paper moves a topic's recall by a quarter to a third: the modes' "
+        f"{per_topic} papers per topic one paper moves a topic's recall by a quarter to a third: the modes' "
         "differences below are within that noise. Default rule (fixed before the run): a mode meeting the goal, "
         f"else one with held-out macro recall >= {TARGET_RECALL}, then the best held-out precision: "
         f"**{a['default']}**.",
@@ -484,9 +491,260 @@ def render(rec: dict) -> str:
     ])
 
 
+# -- the embedding-only modes on every labelled candidate (no LLM call) ---------------------------------
+# `--similarity-only`: the abstract's cosine with the topic for every labelled candidate of every topic,
+# and rules that keep a paper from it: absolute (the cosine itself), centred (the shipped rule: minus the
+# median of the papers ranked together, plus scoring.PIVOT) and rules relative to the topic's own
+# candidates (within `delta` of the best one, the top `share`, a z-score). Each rule's one value is tuned
+# on six topics and applied to the seventh (leave-one-topic-out, the objective of `tune`); the values tuned
+# on all seven are reported as in-sample. Record: bench/records/ranking_similarity_all.json, section
+# "ranking_similarity" of bench/RESULTS.md.
+
+SIMILARITY_RECORD, SIMILARITY_SECTION = "ranking_similarity_all", "ranking_similarity"
+
+
+def _steps(lo: float, hi: float, step: float) -> list[float]:
+    return [round(lo + step * i, 4) for i in range(int(round((hi - lo) / step)) + 1)]
+
+
+SIMILARITY_RULES = {   # rule -> (its value's name, the grid it is tuned over, what it keeps)
+    "absolute": ("keep_from", _steps(0.1, 0.8, 0.01), "cosine >= keep_from"),
+    "centred": ("keep_from", _steps(0.2, 0.8, 0.01),
+                "cosine - median(candidates) + 0.5 >= keep_from (the shipped rule, scoring.CENTRED)"),
+    "below_best": ("delta", _steps(0.0, 0.4, 0.01), "cosine >= max(candidates) - delta"),
+    "top_share": ("share", _steps(0.05, 1.0, 0.025), "among the ceil(share * n) highest cosines (ties kept)"),
+    "z_score": ("z", _steps(-1.5, 2.5, 0.05), "(cosine - mean) / std over the candidates >= z"),
+}
+
+
+def similarity_kept(rule: str, cosines: list[float], value: float) -> list[bool]:
+    """Which of one topic's candidates a rule keeps, from their cosines with the topic (pure). The
+    centred rule is the shipped one (scoring.signal_values, kept exactly when the value reaches
+    keep_from); top_share keeps ties at the last place; z_score with every cosine equal keeps all
+    when z <= 0."""
+    import math
+
+    from assets.paper_rankings.scoring import signal_values
+
+    if not cosines:
+        return []
+    if rule == "absolute":
+        return [c >= value for c in cosines]
+    if rule == "centred":
+        return [v >= value for v in signal_values("similarity", [None] * len(cosines), cosines, centred=True)]
+    if rule == "below_best":
+        return [c >= max(cosines) - value - 1e-9 for c in cosines]
+    if rule == "top_share":
+        k = min(len(cosines), max(1, math.ceil(value * len(cosines) - 1e-9)))
+        last = sorted(cosines, reverse=True)[k - 1]
+        return [c >= last for c in cosines]
+    if rule == "z_score":
+        mean = sum(cosines) / len(cosines)
+        sd = math.sqrt(sum((c - mean) ** 2 for c in cosines) / len(cosines))
+        return [((c - mean) / sd if sd > 0 else 0.0) >= value - 1e-9 for c in cosines]
+    raise ValueError(f"unknown similarity rule {rule!r}; one of {tuple(SIMILARITY_RULES)}")
+
+
+def best_cut(cosines: list[float], relevant: list[bool]) -> dict:
+    """The topic's own best threshold on the cosine, chosen on the topic itself (an upper bound for any
+    rule that keeps the papers above a cut): the best precision at recall >= TARGET_RECALL (ties: higher
+    recall), else the best F1; with the cut, precision, recall and papers kept."""
+    total = sum(relevant)
+    best, best_key = None, None
+    for cut in sorted(set(cosines), reverse=True):
+        kept = [r for c, r in zip(cosines, relevant) if c >= cut]
+        m = {"precision": sum(kept) / len(kept), "recall": sum(kept) / total if total else 0.0}
+        if best_key is None or goal_key(m) > best_key:
+            best, best_key = {"cut": cut, **m, "kept": len(kept), "tp": sum(kept)}, goal_key(m)
+    return best
+
+
+def _rule_kept(rule: str, topic: dict, value: float) -> set[str]:
+    return {p["paper_id"] for p, k in zip(topic["papers"], similarity_kept(
+        rule, [p["cosine"] for p in topic["papers"]], value)) if k}
+
+
+def goal_key(m: dict) -> tuple:
+    """The tuning objective: the best macro precision at macro recall >= TARGET_RECALL (ties: higher
+    recall); when nothing reaches that recall, the best macro F1."""
+    f1 = 2 * m["precision"] * m["recall"] / max(m["precision"] + m["recall"], 1e-9)
+    return (1, m["precision"], m["recall"]) if m["recall"] >= TARGET_RECALL else (0, f1, m["recall"])
+
+
+def tune_rule(rule: str, topics: list[dict]) -> float:
+    """The rule's value with the best goal_key over `topics` (the first in grid order on a tie)."""
+    best, best_key = None, None
+    for value in SIMILARITY_RULES[rule][1]:
+        key = goal_key(macro([pr(_rule_kept(rule, t, value), t["relevant"]) for t in topics]))
+        if best_key is None or key > best_key:
+            best, best_key = value, key
+    return best
+
+
+def analyse_similarity(rec: dict) -> dict:
+    """Per rule: leave-one-topic-out (the value tuned on the other topics, scored on the held-out one),
+    in-sample (tuned on all topics) and, for the centred rule, the shipped constant (tuned earlier on 12
+    papers per topic of these same topics)."""
+    from assets.paper_rankings.scoring import SIMILARITY_AT
+
+    topics = [{"name": t["name"], "papers": t["papers"],
+               "relevant": {p["paper_id"] for p in t["papers"] if p["relevant"]}} for t in rec["topics"]]
+    res = {"held_out": {}, "in_sample": {}, "goal": {}}
+    for rule in SIMILARITY_RULES:
+        folds = {}
+        for t in topics:
+            value = tune_rule(rule, [u for u in topics if u["name"] != t["name"]])
+            folds[t["name"]] = {"value": value, **pr(_rule_kept(rule, t, value), t["relevant"])}
+        res["held_out"][rule] = folds
+        value = tune_rule(rule, topics)
+        res["in_sample"][rule] = {"value": value, "topics": {
+            t["name"]: pr(_rule_kept(rule, t, value), t["relevant"]) for t in topics}}
+        m = macro(list(folds.values()))
+        res["goal"][rule] = {**m, "met": m["precision"] >= TARGET_PRECISION and m["recall"] >= TARGET_RECALL}
+    res["shipped"] = {"rule": "centred", "value": SIMILARITY_AT, "topics": {
+        t["name"]: pr(_rule_kept("centred", t, SIMILARITY_AT), t["relevant"]) for t in topics}}
+    res["keep_all"] = {t["name"]: pr({p["paper_id"] for p in t["papers"]}, t["relevant"]) for t in topics}
+    res["own_best_cut"] = {t["name"]: best_cut([p["cosine"] for p in t["papers"]], [p["relevant"] for p in t["papers"]])
+                           for t in topics}
+    return res
+
+
+def mark_kept(rec: dict) -> None:
+    """Each paper's `kept` per rule: held-out (its topic's fold value) and in-sample."""
+    a = rec["analysis"]
+    for t in rec["topics"]:
+        cos = [p["cosine"] for p in t["papers"]]
+        held = {r: similarity_kept(r, cos, a["held_out"][r][t["name"]]["value"]) for r in SIMILARITY_RULES}
+        ins = {r: similarity_kept(r, cos, a["in_sample"][r]["value"]) for r in SIMILARITY_RULES}
+        for i, p in enumerate(t["papers"]):
+            p["kept"] = {r: {"held_out": held[r][i], "in_sample": ins[r][i]} for r in SIMILARITY_RULES}
+
+
+def similarity_topic(entry: dict, embedder, literature, corpus: dict) -> dict:
+    """One topic's candidates with their cosine (rank.abstract_similarities: the topic's title and
+    description against the paper's title and abstract); no LLM call."""
+    from assets.paper_rankings.rank import abstract_similarities
+
+    topic = plain_brief(entry)
+    rows, pool, candidates = candidate_pool(entry, topic, literature, embedder)
+    papers = [corpus[i] for i in pool]
+    sims = abstract_similarities(topic, papers, embedder)
+    out = [{"paper_id": p.paper_id, "title": p.title, "relevant": bool(rows[p.paper_id]["relevant"]), "cosine": c}
+           for p, c in zip(papers, sims)]
+    print(f"{entry['name']}: {len(out)} papers ({sum(p['relevant'] for p in out)} relevant) of {candidates}",
+          flush=True)
+    return {"name": entry["name"], "topic": str((entry.get("topic_dir") or entry.get("topic_yaml")).relative_to(ROOT)),
+            "labels": str(entry["labels"].relative_to(ROOT)), "candidates": candidates, "papers": out}
+
+
+def render_similarity(rec: dict) -> str:
+    a = rec["analysis"] = analyse_similarity(rec)   # recomputed from the per-paper cosines
+    mark_kept(rec)
+    names = [t["name"] for t in rec["topics"]]
+    k = len(names)
+
+    def cell(e: dict) -> str:
+        return f"{e['precision']:.2f} / {e['recall']:.2f} ({e['kept']})"
+
+    def mcell(rows: list[dict]) -> str:
+        m = macro(rows)
+        return f"**{m['precision']:.2f} / {m['recall']:.2f}**"
+
+    sizes = ", ".join(f"{t['name']} {len(t['papers'])} ({sum(p['relevant'] for p in t['papers'])})"
+                      for t in rec["topics"])
+    lines = ["| rule | sample | " + " | ".join(names) + " | macro P / R |", "|---" * (len(names) + 3) + "|"]
+    for rule, (param, _, _) in SIMILARITY_RULES.items():
+        ho, ins = a["held_out"][rule], a["in_sample"][rule]
+        lines.append(f"| {rule} | held-out ({param} tuned on the other {k - 1} topics) | "
+                     + " | ".join(cell(ho[n]) for n in names) + f" | {mcell(list(ho.values()))} |")
+        lines.append(f"| {rule}, {param} {ins['value']} | in-sample (tuned on all {k} topics) | "
+                     + " | ".join(cell(ins["topics"][n]) for n in names)
+                     + f" | {mcell(list(ins['topics'].values()))} |")
+    sh = a["shipped"]
+    lines.append(f"| centred, keep_from {sh['value']} (shipped constant) | in-sample (tuned before on 12 papers per "
+                 "topic of these topics) | " + " | ".join(cell(sh["topics"][n]) for n in names)
+                 + f" | {mcell(list(sh['topics'].values()))} |")
+    lines.append("| keep everything | - | " + " | ".join(cell(a["keep_all"][n]) for n in names)
+                 + f" | {mcell(list(a['keep_all'].values()))} |")
+    own = a["own_best_cut"]
+    lines.append(f"| each topic's own best cut on the cosine (at recall >= {TARGET_RECALL} on the topic) | in-sample "
+                 "(chosen on the topic itself) | " + " | ".join(cell(own[n]) for n in names)
+                 + f" | {mcell(list(own.values()))} |")
+    rules = [f"- {rule}: {what}" for rule, (_, _, what) in SIMILARITY_RULES.items()]
+    values = ["| held-out topic | " + " | ".join(f"{r} ({SIMILARITY_RULES[r][0]})" for r in SIMILARITY_RULES) + " |",
+              "|---" * (len(SIMILARITY_RULES) + 1) + "|"]
+    for n in names:
+        values.append(f"| {n} | " + " | ".join(str(a["held_out"][r][n]["value"]) for r in SIMILARITY_RULES) + " |")
+    goal = [f"- {r}: held-out macro precision {g['precision']:.2f}, recall {g['recall']:.2f}: goal (P >= "
+            f"{TARGET_PRECISION} at R >= {TARGET_RECALL}) **{'met' if g['met'] else 'not met'}**"
+            for r, g in a["goal"].items()]
+    return "\n".join([
+        "## ranking by similarity on all labelled candidates (LOTO)",
+        "",
+        provenance("bench/ranking_bench.py", f"bench/records/{SIMILARITY_RECORD}.json",
+                   f"{rec['date']} on {rec['machine']} (embeddings only; no LLM call)",
+                   f"each row says: held-out = the rule's value tuned on the other {k - 1} topics and applied to "
+                   f"the held-out one (leave-one-topic-out); in-sample = tuned on all {k} topics, the scored topic "
+                   "included"),
+        "",
+        "`python -m bench.ranking_bench --similarity-only` (`make bench-ranking-similarity`). The cosine between the "
+        "topic's title and description and each paper's title and abstract (all-MiniLM-L6-v2, "
+        "`rank.abstract_similarities`, what the shipped `similarity` mode reads), for every labelled candidate "
+        f"of the {k} development topics (`bench/labels/dev_topics.yaml`); papers (relevant) per topic: {sizes}. "
+        "Each rule's one value is tuned for the best macro precision at macro recall >= "
+        f"{TARGET_RECALL} on the tuning topics (else the best macro F1). Cells: precision / recall (papers kept). "
+        "The relative rules are taken over a topic's labelled candidates (the top 40-60 papers of the corpus "
+        "search for the topic); in the loop they are taken over the papers a round ranks together.",
+        "",
+        "Rules:",
+        "",
+        *rules,
+        "",
+        *lines,
+        "",
+        *goal,
+        "",
+        f"Values tuned on the other {k - 1} topics, per held-out topic:",
+        "",
+        *values,
+    ])
+
+
+def similarity_only(args) -> int:
+    """The `--similarity-only` run: cosines for every labelled candidate, the rules analysed, the record
+    and section written (or, with --render, re-rendered from the committed record). No LLM call."""
+    if args.render:
+        rec = read_record(SIMILARITY_RECORD)
+        body = render_similarity(rec)
+        write_record(SIMILARITY_RECORD, rec)
+        print(write_section(SIMILARITY_SECTION, body))
+        return 0
+    from pipelines.definitions import build_resources
+    from resources.literature import load_corpus
+
+    res = build_resources(resolved=True)   # the LLM resource is never used here
+    embedder, literature = res["embedder"], res["literature"]
+    corpus = {p.paper_id: p for p in load_corpus(ROOT / "corpus" / "papers.jsonl")}
+    wanted = set(filter(None, args.topics.split(",")))
+    entries = [e for e in discover() if "missing" not in e and (not wanted or e["name"] in wanted)]
+    rec = {"script": "bench/ranking_bench.py --similarity-only", "date": today(), "machine": machine(),
+           "machine_note": "2-core shared VM (other jobs ran at the same time; no timing is reported)",
+           "embedder": "all-MiniLM-L6-v2", "embedder_model": embedder.model_id(),
+           "topic_text": "title. description (prompts.topic_text)", "paper_text": "title. abstract",
+           "target": {"precision": TARGET_PRECISION, "recall": TARGET_RECALL},
+           "rules": {r: {"value": v, "grid": g, "keeps": w} for r, (v, g, w) in SIMILARITY_RULES.items()},
+           "topics": [similarity_topic(e, embedder, literature, corpus) for e in entries]}
+    body = render_similarity(rec)
+    print(body)
+    if not args.no_write:
+        write_record(SIMILARITY_RECORD, rec)
+        write_section(SIMILARITY_SECTION, body)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=30, help="papers ranked per topic (default 30)")
+    ap.add_argument("--n", type=int, default=30, help="papers ranked per topic (default 30; 0: every candidate)")
     ap.add_argument("--topics", default="", help="comma-separated topic names (default: every labelled topic)")
     ap.add_argument("--attributes", type=int, default=-1,
                     help="papers per topic for the attribute and naive modes (slow on the local model; default: "
@@ -496,7 +754,12 @@ def main(argv=None) -> int:
                     "rank (default: all)")
     ap.add_argument("--no-write", action="store_true", help="print, do not write the record or bench/RESULTS.md")
     ap.add_argument("--render", action="store_true", help="re-render the section from the committed record")
+    ap.add_argument("--similarity-only", action="store_true",
+                    help="the embedding-only rules on every labelled candidate, no LLM call (record "
+                         f"bench/records/{SIMILARITY_RECORD}.json, its own section)")
     args = ap.parse_args(argv)
+    if args.similarity_only:
+        return similarity_only(args)
     if args.render:   # the analysis again from the record's per-paper answers (no LLM call)
         rec = read_record("ranking_loto")
         body = render(rec)
@@ -514,7 +777,7 @@ def main(argv=None) -> int:
             print(f"skipped {e['name']}: {e['missing']}")
     wanted = set(filter(None, args.topics.split(",")))
     entries = [e for e in entries if "missing" not in e and (not wanted or e["name"] in wanted)]
-    attr_n = 0 if args.no_attributes else args.n if args.attributes < 0 else args.attributes
+    attr_n = 0 if args.no_attributes else max(args.n, 0) if args.attributes < 0 else args.attributes
     attr_topics = set(filter(None, args.attributes_topics.split(","))) or {e["name"] for e in entries}
     rec = {"script": "bench/ranking_bench.py", "date": today(), "machine": machine(),
            "machine_note": "2-core shared VM (other engineers' jobs ran at the same time)",

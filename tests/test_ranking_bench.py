@@ -102,3 +102,91 @@ def test_analysis_and_section(rb):
     # every other check passes (the record itself may be missing or uncommitted where this runs)
     assert [x for x in section_problems(head, rest) if not x.startswith("record bench/records/ranking_loto.json")] == []
     assert "held-out (tuned on the other topics)" in body and "in-sample (tuned on all topics)" in body
+
+
+# -- the embedding-only rules on every labelled candidate (--similarity-only) ------------------------
+
+def test_choose_zero_means_every_candidate(rb):
+    ids = [f"p{i}" for i in range(9)]
+    assert rb.choose(ids, {i: i == "p0" for i in ids}, 0) == ids
+
+
+def test_similarity_rules_on_hand_made_cosines(rb):
+    cos = [0.70, 0.62, 0.50, 0.40, 0.30]
+    assert rb.similarity_kept("absolute", cos, 0.5) == [True, True, True, False, False]
+    # centred: minus the median (0.50) plus 0.5, the shipped rule
+    assert rb.similarity_kept("centred", cos, 0.6) == [True, True, False, False, False]
+    assert rb.similarity_kept("below_best", cos, 0.08) == [True, True, False, False, False]
+    assert rb.similarity_kept("below_best", cos, 0.0) == [True, False, False, False, False]
+    # top_share: ceil(0.3 * 5) = 2 papers; at least one; ties at the last place kept
+    assert rb.similarity_kept("top_share", cos, 0.3) == [True, True, False, False, False]
+    assert rb.similarity_kept("top_share", cos, 0.01) == [True, False, False, False, False]
+    assert rb.similarity_kept("top_share", [0.5, 0.4, 0.4, 0.1], 0.5) == [True, True, True, False]
+    # z-score: mean 0.504, sd ~0.142: 0.70 -> 1.38, 0.62 -> 0.82, 0.50 -> -0.03
+    assert rb.similarity_kept("z_score", cos, 1.0) == [True, False, False, False, False]
+    assert rb.similarity_kept("z_score", cos, 0.0) == [True, True, False, False, False]
+    assert rb.similarity_kept("z_score", [0.4, 0.4], 0.0) == [True, True]   # all equal: z = 0
+    # the relative rules do not move when every cosine moves by the same amount; the absolute one does
+    up = [c + 0.2 for c in cos]
+    for rule, value in (("centred", 0.6), ("below_best", 0.1), ("top_share", 0.4), ("z_score", 0.5)):
+        assert rb.similarity_kept(rule, up, value) == rb.similarity_kept(rule, cos, value), rule
+    assert rb.similarity_kept("absolute", up, 0.5) != rb.similarity_kept("absolute", cos, 0.5)
+    assert rb.similarity_kept("top_share", [], 0.5) == []
+    with pytest.raises(ValueError):
+        rb.similarity_kept("nearest", cos, 0.5)
+
+
+def test_best_cut_is_the_topics_own_best_threshold(rb):
+    cos = [0.9, 0.8, 0.7, 0.6, 0.5]
+    rel = [True, False, True, True, False]
+    best = rb.best_cut(cos, rel)   # recall >= 0.6 needs 2 of 3: from 0.7 precision 2/3, from 0.6 3/4 (the best)
+    assert best == {"cut": 0.6, "precision": 0.75, "recall": 1.0, "kept": 4, "tp": 3}
+
+
+def _similarity_record(seed=0):
+    """Three topics whose cosines sit on different levels; relevant papers higher within each topic."""
+    rng = random.Random(seed)
+    topics = []
+    for name, level in (("a", 0.0), ("b", 0.15), ("c", -0.15)):
+        papers = [{"paper_id": f"{name}{i}", "title": "t", "relevant": i < 6,
+                   "cosine": round((0.55 if i < 6 else 0.35) + level + rng.uniform(-0.12, 0.12), 4)}
+                  for i in range(18)]
+        topics.append({"name": name, "topic": f"bench/labels/{name}_topic.yaml", "labels": "x",
+                       "candidates": "the 18 labelled candidates", "papers": papers})
+    return {"script": "bench/ranking_bench.py --similarity-only", "date": "2026-11-26",
+            "machine": "2 cores (test)", "topics": topics}
+
+
+def test_similarity_leave_one_topic_out_and_section(rb):
+    rec = _similarity_record()
+    body = rb.render_similarity(rec)
+    a = rec["analysis"]
+    topics = [{"name": t["name"], "papers": t["papers"],
+               "relevant": {p["paper_id"] for p in t["papers"] if p["relevant"]}} for t in rec["topics"]]
+    for rule in rb.SIMILARITY_RULES:
+        for t in topics:   # each held-out topic is scored with the value tuned on the others only
+            assert a["held_out"][rule][t["name"]]["value"] == rb.tune_rule(rule, [u for u in topics if u is not t])
+        assert a["in_sample"][rule]["value"] == rb.tune_rule(rule, topics)
+    # every paper carries its cosine and what each rule kept, held-out and in-sample
+    p = rec["topics"][1]["papers"][0]
+    assert set(p["kept"]) == set(rb.SIMILARITY_RULES) and set(p["kept"]["z_score"]) == {"held_out", "in_sample"}
+    # topics on other levels: a relative rule carries, the absolute threshold does not
+    assert a["goal"]["z_score"]["precision"] > a["goal"]["absolute"]["precision"]
+    head, _, rest = body.partition("\n")
+    assert head == "## ranking by similarity on all labelled candidates (LOTO)"
+    assert [x for x in section_problems(head, rest)
+            if not x.startswith("record bench/records/ranking_similarity_all.json")] == []
+    assert "held-out (keep_from tuned on the other 2 topics)" in body and "in-sample (tuned on all 3 topics)" in body
+
+
+def test_the_similarity_section_is_its_record_rendered(rb):
+    from bench.common import RESULTS, read_record
+
+    text = RESULTS.read_text()
+    begin, end = f"<!-- bench:{rb.SIMILARITY_SECTION}:begin -->", f"<!-- bench:{rb.SIMILARITY_SECTION}:end -->"
+    if begin not in text:
+        pytest.skip("no similarity section in RESULTS.md")
+    rec = read_record(rb.SIMILARITY_RECORD)
+    kept = [p["kept"] for t in rec["topics"] for p in t["papers"]]
+    assert text.split(begin, 1)[1].split(end, 1)[0].strip() == rb.render_similarity(rec).strip()
+    assert kept == [p["kept"] for t in rec["topics"] for p in t["papers"]]   # the record's kept flags too
