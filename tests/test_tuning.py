@@ -212,3 +212,60 @@ def test_a_round_with_the_tuning_source(home, fake_llm):
     assert run.status == "success" and run.metric_value is not None
     meta = instance.get_latest_materialization_event(dg.AssetKey("filtered_ideas")).asset_materialization.metadata
     assert meta["tuning_moves_kept"].value == 1
+
+
+def test_with_the_tuning_source_the_llm_is_told_to_leave_values_to_the_moves():
+    from assets.ideas import prompts
+
+    head = ("T", "d", "accuracy", "maximize", "EPOCHS = 3\n")
+    for tuned in (False, True):
+        asks = [prompts.generate(*head, [], ["a: A (maintenance)"], [], 2, tuned=tuned),
+                prompts.brainstorm(*head, [], [], 2, tuned=tuned),
+                prompts.scipip(*head, [], [], [], 2, tuned=tuned),
+                prompts.refill(*head, [], [], [], 2, ["k: K"], ["d: D (dropped: repeats)"], tuned=tuned)]
+        assert all((prompts.TUNED in m[-1]["content"]) is tuned for m in asks)
+
+
+def test_moves_are_not_shown_to_the_llm_as_ideas_to_build_on():
+    from schemas.records import Feedback
+
+    def fb(idea_id, effective):
+        return Feedback(idea_id=idea_id, name=idea_id, title=idea_id, summary="", verdict="improvement" if effective
+                        else "decline", reason="", metric_value=0.9, baseline_value=0.8, effective=effective)
+
+    h = History(feedback=[fb("t/r1/tune_epochs_up", True), fb("t/r1/bigrams", True), fb("t/r1/x", False)],
+                tuning_ids={"t/r1/tune_epochs_up"})
+    assert [f.idea_id for f in h.effective] == ["t/r1/bigrams"]
+
+
+def test_read_history_keeps_moves_apart_from_the_ideas_the_llm_sees(tmp_path):
+    from assets.ideas.generation import read_history
+    from resources.store import Store
+    from schemas.frames import to_frame
+    from schemas.records import Feedback, FilteredIdea, Idea
+
+    code = "EPOCHS = 5\nLR = 0.1\n"
+    moves_ = tuning_ideas(code, History(), 2, "t", "r1", set())
+    llm_idea = Idea(idea_id="t/r1/bigrams", topic="t", round="r1", name="bigrams", title="Bigrams", experiment="x",
+                    summary="x")
+    kept, _ = keep_tuning(moves_, 1)  # the second move over the budget: not kept
+    fi = kept + [FilteredIdea(**llm_idea.model_dump(), max_similarity=0.0, independent=True, kept=True)]
+    store = Store(tmp_path)
+    store.write(to_frame(fi, FilteredIdea), "filtered_ideas", "t", "r1")
+    verdict = {"t/r1/tune_epochs_up": "improvement", "t/r1/bigrams": "decline"}
+    store.write(to_frame([Feedback(idea_id=i, name=i.split("/")[-1], title="", summary="", verdict=v, reason="",
+                                   metric_value=0.9, baseline_value=0.8, effective=v == "improvement")
+                          for i, v in verdict.items()], Feedback), "feedback_summary", "t", "r1")
+    h = read_history(store, "t", "r2")
+    assert h.tried == ["bigrams: Bigrams (decline)"]  # the moves are not ideas for the LLM to copy
+    assert [(n, m.key, v) for n, m, v in h.moves] == [("tune_epochs_up", "EPOCHS", "improvement")]
+    assert h.tuning_ids == {"t/r1/tune_epochs_up", "t/r1/tune_lr_up"} and h.effective == []
+    assert {f.idea_id for f in h.bank(("improvement", "decline"))} == set(verdict)  # the filters still see both
+
+
+def test_the_llm_is_told_so_only_when_there_is_a_knob_to_move():
+    from assets.ideas.generation import tunes
+
+    assert tunes(["ranking", "tuning"], "EPOCHS = 3\n")
+    assert not tunes(["ranking"], "EPOCHS = 3\n")
+    assert not tunes(["ranking", "tuning"], "ALPHAS = [0.1, 1.0]\nFOLDS = 5\n")  # no named knob: no move

@@ -6,7 +6,7 @@ import polars as pl
 from assets.filtered_ideas.arena import arena_for, arena_metadata, arena_order, with_ratings
 from assets.filtered_ideas.filtering import dropped_by_filters, fill_round, keep_tuning
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
-from assets.ideas.generation import BANK_VERDICTS, LLM_SOURCES, propose_more, read_history, refill_inputs
+from assets.ideas.generation import BANK_VERDICTS, LLM_SOURCES, propose_more, read_history, refill_inputs, tunes
 from assets.round_reference.reference import reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
@@ -53,7 +53,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
 
     def propose(missing: int, k: int, decided: list[FilteredIdea]):
         return propose_more(llm, head, refs, effective, kept_papers, history, topic, round_key, missing, decided,
-                            source=refill_source)
+                            source=refill_source, tuned=tunes(cfg.sources, code))
 
     # the tuning source's moves take their share of the budget first; the filters fill the rest
     moves, items = keep_tuning(items, spec.budget.ideas_per_round)

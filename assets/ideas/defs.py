@@ -9,6 +9,7 @@ from assets.ideas.generation import (
     merge_paths,
     prompt_inputs,
     read_history,
+    tunes,
     tuning_ideas,
 )
 from assets.ideas.scipip import Retrieval, papers_references, prompt_papers, scipip_retrieval
@@ -47,6 +48,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
     head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, rt.code)
     taken = set(history.names)
+    tuned = tunes(cfg.sources, rt.code)  # the LLM's ideas then leave the hyper-parameter values to the moves
     errors, paths, retrieval = {}, {}, None
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
@@ -55,16 +57,17 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
                 continue
             if source == "ranking":
                 shown, msgs = kept, idea_prompts.generate(*head, refs, history.tried, effective, n,
-                                                          analysis=history.analysis)
+                                                          analysis=history.analysis, tuned=tuned)
             elif source == "scipip":
                 found = from_frame(papers, Paper)
                 retrieval = scipip_retrieval(llm, embedder.encode, topic, topic_text(spec.title, spec.description),
                                              found, papers_references(papers), cfg.scipip, log=context.log.info)
                 shown, msgs = retrieval.shown, idea_prompts.scipip(*head, prompt_papers(retrieval, found),
                                                                    history.tried, effective, n,
-                                                                   analysis=history.analysis)
+                                                                   analysis=history.analysis, tuned=tuned)
             else:
-                shown, msgs = [], idea_prompts.brainstorm(*head, history.tried, effective, n, analysis=history.analysis)
+                shown, msgs = [], idea_prompts.brainstorm(*head, history.tried, effective, n,
+                                                          analysis=history.analysis, tuned=tuned)
             res = llm.complete(msgs, stage="ideas", schema=IdeaList, max_tokens=350 * n + 100)
             if not res.ok:
                 errors[source] = res.error

@@ -30,10 +30,13 @@ class History:
     feedback: list[Feedback] = field(default_factory=list)
     analysis: str = ""  # the latest earlier round's LLM analysis (what worked and why)
     moves: list[tuple[str, TuningMove, str | None]] = field(default_factory=list)  # kept tuning moves: name, verdict
+    tuning_ids: set[str] = field(default_factory=set)  # every tuning move's idea_id (kept or not)
 
     @property
     def effective(self) -> list[Feedback]:
-        return [f for f in self.feedback if f.effective]
+        """The earlier ideas that improved the result, the tuning moves left out: their code is the
+        round's reference when the topic stacks wins, and the local model copies their titles."""
+        return [f for f in self.feedback if f.effective and f.idea_id not in self.tuning_ids]
 
     def bank(self, verdicts: Sequence[str] = INEFFECTIVE) -> list[Feedback]:
         return [f for f in self.feedback if f.verdict in verdicts]
@@ -58,9 +61,12 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
             h.names.add(i.name)
             h.ids[i.name] = i.idea_id
             status = verdicts.get(i.idea_id) or (i.drop_reason or "not run")
+            if i.tuning is not None:  # a move is the tuning source's history, not an idea for the LLM to copy
+                h.tuning_ids.add(i.idea_id)
+                if i.kept:
+                    h.moves.append((i.name, i.tuning, verdicts.get(i.idea_id)))
+                continue
             h.tried.append(f"{i.name}: {i.title} ({status})")
-            if i.tuning is not None and i.kept:
-                h.moves.append((i.name, i.tuning, verdicts.get(i.idea_id)))
     return h
 
 
@@ -95,7 +101,7 @@ def refill_inputs(sources: Sequence[str], items: Sequence[Idea], papers, paper_r
 def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: list[str],
                  kept_papers: Sequence[PaperScore | Paper], history: History, topic: str, round_key: str,
                  missing: int, decided: Sequence[FilteredIdea],
-                 source: str = "literature") -> tuple[list[Idea], str | None]:
+                 source: str = "literature", tuned: bool = False) -> tuple[list[Idea], str | None]:
     """A refill: `missing` more ideas for the round, the model told which of this round's ideas
     are kept and which were dropped and why (assets/ideas/prompts.py `refill`), tagged `source`
     (refill_inputs). Returns the new ideas (names unique against earlier rounds and this one) and
@@ -103,11 +109,11 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
     from assets.ideas import prompts
     from schemas.llm_outputs import IdeaList
 
-    kept = [f"{i.name}: {i.title}" for i in decided if i.kept]
+    kept = [f"{i.name}: {i.title}" for i in decided if i.kept and i.source != "tuning"]
     dropped = [f"{i.name}: {i.summary} (dropped: {i.drop_reason})" for i in decided
                if not i.kept and i.drop_reason and not i.drop_reason.startswith("over the round's budget")]
     res = llm.complete(prompts.refill(*head, refs, history.tried, effective, missing, kept, dropped,
-                                      analysis=history.analysis),
+                                      analysis=history.analysis, tuned=tuned),
                        stage="ideas", schema=IdeaList, max_tokens=350 * missing + 100)
     if not res.ok:
         return [], res.error
@@ -140,6 +146,14 @@ def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: Sequence[Pa
 # "literature" before sources were options, and stored rounds say so)
 SOURCE_TAG = {"ranking": "literature", "scipip": "scipip", "brainstorm": "brainstorm", "tuning": "tuning"}
 LLM_SOURCES = ("ranking", "scipip", "brainstorm")  # the sources that ask the LLM (refills ask like them)
+
+
+def tunes(sources: Sequence[str], code: str) -> bool:
+    """Whether the tuning source moves this code's hyper-parameters: it is a source and the code
+    has knobs (a script without named knobs gets no move, so its LLM ideas may change values)."""
+    from assets.ideas.tuning import find_knobs
+
+    return "tuning" in sources and bool(find_knobs(code))
 
 
 def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:

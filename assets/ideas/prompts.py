@@ -14,6 +14,14 @@ FIELDS = ("For each give Name (short snake_case), Title, Experiment (which part 
           "implementable in this file within the same training time.")
 
 
+# when the topic's `tuning` source moves its hyper-parameters (assets/ideas/tuning.py), the LLM is
+# asked for what that search cannot find: the local model otherwise copies the moves it sees
+# ("Tune EPOCHS: 6 -> 7" after "Tune EPOCHS: 3 -> 6" improved, image topic, 2026-11-26)
+TUNED = ("A separate search already tunes the values of the hyper-parameters (number of epochs, learning rate, "
+         "batch size, layer widths, dropout rate, penalty strength): do not propose changing such a value. Each "
+         "idea must change what the code computes: the model, the loss, the inputs, or how it trains.\n\n")
+
+
 def _head(title: str, description: str, metric: str, goal: str, code: str) -> str:
     return (f"Task: {title}\n{description.strip()}\nWe want to {goal} {metric}.\n\n"
             f"The experiment code:\n```python\n{code}\n```\n\n")
@@ -28,9 +36,11 @@ def _history(earlier: list[str], effective: list[str], analysis: str) -> str:
 
 
 def generate(title: str, description: str, metric: str, goal: str, code: str, papers: list[tuple[int, str, str]],
-             earlier: list[str], effective: list[str], n: int, analysis: str = "", angles: bool = True) -> list[dict]:
+             earlier: list[str], effective: list[str], n: int, analysis: str = "", angles: bool = True,
+             tuned: bool = False) -> list[dict]:
     """The literature path's request; after the first round (`earlier` ideas) it names the
-    directions no earlier idea took (`angles`)."""
+    directions no earlier idea took (`angles`); `tuned`: the topic's tuning source moves the
+    hyper-parameters, so the ideas should not (TUNED)."""
     refs = "\n".join(f"[{i}] {t}: {s}" for i, t, s in papers) or "(none)"
     return [
         {"role": "system", "content": SYSTEM},
@@ -39,13 +49,14 @@ def generate(title: str, description: str, metric: str, goal: str, code: str, pa
             + f"Reference papers:\n{refs}\n\n"
             + _history(earlier, effective, analysis)
             + (_angles(earlier) if angles and earlier else "")
+            + (TUNED if tuned else "")
             + f"Propose {n} different ideas. "
             + FIELDS.format(refs="numbers of the papers that inspired it, may be empty"))},
     ]
 
 
 def brainstorm(title: str, description: str, metric: str, goal: str, code: str,
-               earlier: list[str], effective: list[str], n: int, analysis: str = "") -> list[dict]:
+               earlier: list[str], effective: list[str], n: int, analysis: str = "", tuned: bool = False) -> list[dict]:
     """The same request without any paper: ideas from the model's own understanding."""
     return [
         {"role": "system", "content": SYSTEM},
@@ -53,6 +64,7 @@ def brainstorm(title: str, description: str, metric: str, goal: str, code: str,
             _head(title, description, metric, goal, code)
             + _history(earlier, effective, analysis)
             + (_angles(earlier) if earlier else "")
+            + (TUNED if tuned else "")
             + f"Without reading any paper, brainstorm {n} different ideas from your own understanding "
             "of the task and of this code: what limits the metric here, and what would lift it? "
             + FIELDS.format(refs="leave it empty"))},
@@ -61,13 +73,13 @@ def brainstorm(title: str, description: str, metric: str, goal: str, code: str,
 
 def refill(title: str, description: str, metric: str, goal: str, code: str, papers: list[tuple[int, str, str]],
            earlier: list[str], effective: list[str], n: int, kept: list[str], dropped: list[str],
-           analysis: str = "") -> list[dict]:
+           analysis: str = "", tuned: bool = False) -> list[dict]:
     """More ideas for a round whose filters left it short: `generate`'s request (same prefix, so
     the server reuses its cache) with this round's kept ideas and the dropped ones with why."""
     so_far = "\n".join(f"- {k}" for k in kept) or "(none)"
     gone = "\n".join(f"- {d}" for d in dropped) or "(none)"
     msgs = generate(title, description, metric, goal, code, papers, earlier, effective, n, analysis=analysis,
-                    angles=False)
+                    angles=False, tuned=tuned)
     ask = msgs[-1]["content"]
     cut = ask.index(f"Propose {n} different ideas")
     msgs[-1] = {"role": "user", "content": (
@@ -113,7 +125,7 @@ def entities(title: str, text: str) -> list[dict]:
 
 def scipip(title: str, description: str, metric: str, goal: str, code: str,
            papers: list[tuple[int, str, str, list[str]]], earlier: list[str], effective: list[str], n: int,
-           analysis: str = "") -> list[dict]:
+           analysis: str = "", tuned: bool = False) -> list[dict]:
     """Ideas from the papers the SciPIP retrieval found (numbered, with their key entities): the
     same head as `generate` (task + code), so the server's prefix cache reuses it."""
     refs = "\n".join(f"[{i}] {t} (key terms: {', '.join(e) or 'none'}): {s}" for i, t, s, e in papers) or "(none)"
@@ -125,6 +137,7 @@ def scipip(title: str, description: str, metric: str, goal: str, code: str,
               f"the papers cited with them; near-duplicates removed):\n{refs}\n\n"
             + _history(earlier, effective, analysis)
             + (_angles(earlier) if earlier else "")
+            + (TUNED if tuned else "")
             + "Look in the retrieved papers for methods, tricks or findings that would carry over to this "
               f"code. Propose {n} different ideas, each adapting one of them (or combining two) to this "
               "experiment. "
