@@ -388,6 +388,7 @@ def render(rec: dict) -> str:
         *table,
         "",
         *goals,
+        *(["", *[f"- {n}" for n in rec["notes"]]] if rec.get("notes") else []),
     ])
 
 

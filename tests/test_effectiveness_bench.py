@@ -100,6 +100,9 @@ def test_bench_summary_matches_the_records(bench_run):
     # the record a real run commits is bench/records/effectiveness.json; in a test it is elsewhere
     assert [p for p in section_problems(head, rest) if "effectiveness.json" not in p] == []
     assert "held-out" in rest and "fake-model" in rest
+    # what a person learnt from the run's records lives in the record too, under the tables
+    noted = eb.render({**rec, "notes": ["r1's one improvement came from the tuning source."]})
+    assert noted.endswith("\n\n- r1's one improvement came from the tuning source.") and "- r1's" not in rest
 
 
 def test_counts_on_hand_made_records():
