@@ -30,6 +30,7 @@ bench/RESULTS.md is rendered from the record (only when the record is the defaul
     .venv/bin/python -m bench.effectiveness_bench [--topics a,b] [--rounds 3] [--out FILE] [--work DIR]
     make bench-effectiveness                                  # the same, with the local model
     FROM_RECORD=1 .venv/bin/python -m bench.effectiveness_bench   # re-render the section only
+    .venv/bin/python -m bench.effectiveness_bench --merge a.json,b.json   # topics run side by side, one record
 """
 from __future__ import annotations
 
@@ -406,13 +407,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default="", help="working folder (default: a new temporary one, kept for inspection)")
     ap.add_argument("--parallel", type=int, default=0, help="passed to researchloop run (default: its own)")
     ap.add_argument("--hours", type=float, default=6.0, help="give up on a topic after this long")
+    ap.add_argument("--merge", default="", help="comma-separated records of earlier runs (one topic each, run side "
+                    "by side): write their topics as one record to --out and render it; runs nothing")
     ap.add_argument("--results", default="", help="the RESULTS.md to write the section into (default: "
                     "bench/RESULTS.md when --out is the default record, else none)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     default_out = out.resolve() == (RECORDS / f"{RECORD}.json").resolve()
     results = Path(args.results) if args.results else (RESULTS if default_out else None)
-    if os.environ.get("FROM_RECORD") == "1":
+    if args.merge:  # topics run as separate benchmarks (one process each), in one record
+        rec = merge_records([json.loads(Path(f).read_text()) for f in args.merge.split(",")])
+        out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
+    elif os.environ.get("FROM_RECORD") == "1":
         rec = json.loads(out.read_text())
     else:
         rec = measure(args, out)
@@ -421,6 +427,18 @@ def main(argv: list[str] | None = None) -> int:
     if results is not None:
         write_section(SECTION, body, results)
     return 0 if rec.get("complete") else 1
+
+
+def merge_records(recs: list[dict]) -> dict:
+    """One record from several runs of this benchmark with the same rounds and model (topics run
+    side by side as separate processes): their topics in order, the wall time of the longest,
+    complete when each was, every run's working folder and date kept."""
+    if len({(r["rounds"], r["model"]) for r in recs}) != 1:
+        raise ValueError("records with different rounds or models cannot be merged")
+    return {**recs[0], "date": max(r["date"] for r in recs), "work": ", ".join(r["work"] for r in recs),
+            "complete": all(r.get("complete") for r in recs), "wall_s": max(r.get("wall_s", 0) for r in recs),
+            "topics": [t for r in recs for t in r["topics"]], "merged_from": len(recs),
+            "notes": [n for r in recs for n in r.get("notes", [])]}
 
 
 def measure(args, out: Path) -> dict:

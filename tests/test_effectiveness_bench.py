@@ -140,3 +140,17 @@ def test_covered_seconds_counts_overlaps_once():
     assert covered_seconds(spans, 0.0, 100.0) == pytest.approx(6.0 + 1.0 + 5.0)
     assert covered_seconds(spans, 3.0, 22.0) == pytest.approx(3.0 + 1.0 + 2.0)  # clipped to the window
     assert covered_seconds([], 0.0, 10.0) == 0.0
+
+
+def test_records_of_topics_run_side_by_side_merge_into_one():
+    from bench.effectiveness_bench import merge_records
+
+    def rec(topic, complete, wall, date="2026-11-26"):
+        return {"script": "bench/effectiveness_bench.py", "date": date, "machine": "m", "rounds": 3, "model": "q",
+                "work": f"/tmp/{topic}", "complete": complete, "wall_s": wall, "topics": [{"topic": topic}]}
+
+    m = merge_records([rec("a", True, 10.0), rec("b", False, 30.0, "2026-11-27")])
+    assert [t["topic"] for t in m["topics"]] == ["a", "b"] and m["complete"] is False
+    assert (m["wall_s"], m["date"], m["work"], m["merged_from"]) == (30.0, "2026-11-27", "/tmp/a, /tmp/b", 2)
+    with pytest.raises(ValueError, match="different rounds or models"):
+        merge_records([rec("a", True, 1.0), {**rec("b", True, 1.0), "rounds": 2}])
