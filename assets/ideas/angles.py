@@ -1,7 +1,7 @@
 """Directions an idea can take, whatever the task: a refill asks for ideas along the ones that no
 idea of the topic has taken yet. The small model, asked for more ideas after its first ones were
 dropped as near-copies, proposes the same few again ("Feature Selection", "Regularization
-Parameter Tuning" three times each in the diabetes runs, bench/records/effectiveness.json);
+Parameter Tuning" three times each in the diabetes runs, bench/records/effectiveness_diabetes_import.json);
 naming the directions left untried spreads its proposals over the rest of what an experiment
 can change. The list is generic ML practice, not any topic's answer; an angle counts as taken
 when one of its words appears in an earlier idea's name, title or summary."""
