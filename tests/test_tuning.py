@@ -161,13 +161,14 @@ def test_plan_and_patch_of_a_move_ask_no_llm(spec):
     by_key = {k.tuning.key: k for k in kept}
     plan = make_plan(spec, code, by_key["EPOCHS"], llm=None)  # None: any LLM call would fail
     assert plan.functions == ["<module>"] and plan.changes == [by_key["EPOCHS"].experiment]
-    d = tuning_draft(spec, code, by_key["EPOCHS"])
-    assert d.status == "ok" and "-EPOCHS = 5\n+EPOCHS = 10" in d.diff and d.edit_format == "tuning"
+    d = tuning_draft(spec, code, by_key["EPOCHS"], "functions")
+    assert d.status == "ok" and "-EPOCHS = 5\n+EPOCHS = 10" in d.diff
+    assert d.edit_format == "functions"  # the format its LLM repairs are asked in
     # a knob nothing reads is not an implementation
-    dead = tuning_draft(spec, code, by_key["HIDDEN"])
+    dead = tuning_draft(spec, code, by_key["HIDDEN"], "functions")
     assert dead.status == "no_op", dead.reason
     # the code changed since: recorded, not raised
-    gone = tuning_draft(spec, code.replace("EPOCHS = 5", "EPOCHS = 7"), by_key["EPOCHS"])
+    gone = tuning_draft(spec, code.replace("EPOCHS = 5", "EPOCHS = 7"), by_key["EPOCHS"], "functions")
     assert gone.status == "not_applied" and "not in the code at 5" in gone.reason
 
 

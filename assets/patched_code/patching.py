@@ -94,17 +94,18 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
                  code_sha256=program_hash(patched), resamples=resamples)
 
 
-def tuning_draft(spec: TopicSpec, code: str, idea: FilteredIdea) -> Draft:
-    """The one draft of a tuning move (assets/ideas/tuning.py `apply_move`), checked like any draft."""
+def tuning_draft(spec: TopicSpec, code: str, idea: FilteredIdea, fmt: str) -> Draft:
+    """The one draft of a tuning move (assets/ideas/tuning.py `apply_move`), checked like any draft;
+    it records `fmt`, the format its LLM repairs will be asked in (a move has no format of its own)."""
     how = f"tuning move: {idea.tuning.where} {idea.tuning.old_text} -> {idea.tuning.new_text} (no LLM)"
     try:
         patched = apply_move(code, idea.tuning)
         check_edit(code, SimpleNamespace(code=patched), spec)
     except EditError as e:  # dead code (a knob nothing reads) or dishonest: not an implementation
-        return Draft(index=0, edit_format="tuning", status=e.status, reason=str(e), how=how)
+        return Draft(index=0, edit_format=fmt, status=e.status, reason=str(e), how=how)
     except ValueError as e:  # the knob is no longer in the code at its old value
-        return Draft(index=0, edit_format="tuning", status="not_applied", reason=str(e), how=how)
-    return Draft(index=0, edit_format="tuning", status="ok", how=how, diff=unified_diff(code, patched, spec.code),
+        return Draft(index=0, edit_format=fmt, status="not_applied", reason=str(e), how=how)
+    return Draft(index=0, edit_format=fmt, status="ok", how=how, diff=unified_diff(code, patched, spec.code),
                  code=patched, code_sha256=program_hash(patched))
 
 
@@ -112,14 +113,14 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
     """Ask `spec.budget.drafts` drafts (assets/patched_code/drafts.py), check each cheaply and
     record them all; the Patch carries the first viable draft in cheap order (its code, diff and
     status) and every draft, which run_results ranks with runs."""
-    fmt = "tuning" if idea.tuning is not None else patch_format(llm)
+    fmt = patch_format(llm)
     drafts: list[Draft] = []
     if idea.tuning is not None:  # a hyper-parameter move: one draft, written without the LLM
-        drafts.append(tuning_draft(spec, code, idea))
+        drafts.append(tuning_draft(spec, code, idea, fmt))
     else:
         for k in range(spec.budget.drafts):
             drafts.append(mark_duplicate(_ask_draft(k, fmt, spec, code, idea, plan, llm, draft_style(k)), drafts))
-    if not viable(drafts) and fmt == "functions" and llm.resolved_edit_format() == "whole":
+    if not viable(drafts) and idea.tuning is None and fmt == "functions" and llm.resolved_edit_format() == "whole":
         # the local model's changed-definitions answers were all unusable: a whole file as the fallback
         drafts.append(mark_duplicate(_ask_draft(len(drafts), "whole", spec, code, idea, plan, llm, draft_style(0),
                                                 note=", whole file (fallback)"), drafts))
