@@ -17,8 +17,10 @@ params and metrics go in batches (`log_batch`, a few requests per run instead of
 finding-or-creating a run by its tags is done under a host-wide file lock next to a local SQLite
 store. Against a server, the round's run (opened by every idea step of the round at once) is
 created then reconciled: the writer waits `settle_s` (longer than a request's latency plus the
-hosts' clock skew), looks again, and every racer keeps the oldest run with those tags (start time,
-then id) and deletes its own if it lost, so the steps end up in one run. Idea, attempt and
+hosts' clock skew), looks again, keeps the run already marked settled or else the oldest run with
+those tags (start time, then id), marks it settled and deletes its own if it lost, so the steps end
+up in one run. (Start times are the writers' clocks: without the mark, a create that landed after
+the first racer's look but carries an older start time would win a second, later look.) Idea, attempt and
 baseline runs are each written by one step and need no reconciling."""
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ log = logging.getLogger("researchloop.tracker")
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limits on one log_batch request
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAM_CHARS = 6000
+SETTLED_TAG = "researchloop.settled"  # on a shared run once a racer has handed it out
 TRANSIENT_MARKERS = ("database is locked", "database table is locked", "database is busy",
                      "TEMPORARILY_UNAVAILABLE")
 
@@ -169,27 +172,46 @@ class Tracker(dg.ConfigurableResource):
         exp = self.experiment_id(topic)
         flt = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
 
-        def oldest() -> str | None:  # the run every writer agrees on when duplicates exist
+        def oldest() -> tuple[str, bool] | None:
+            """The run every writer agrees on when duplicates exist: the oldest one already
+            handed out (marked settled), else the oldest (start time, then id); and whether it
+            is settled."""
             found = c.search_runs([exp], filter_string=flt, max_results=50, order_by=["attributes.start_time ASC"])
-            return min(found, key=lambda r: (r.info.start_time or 0, r.info.run_id)).info.run_id if found else None
+            settled = [r for r in found if r.data.tags.get(SETTLED_TAG) == "yes"]
+            if not found:
+                return None
+            return min(settled or found, key=lambda r: (r.info.start_time or 0, r.info.run_id)).info.run_id, \
+                bool(settled)
 
+        run_id, latency = None, 0.0
         with self._creating() as locked:
-            if (existing := oldest()) is not None:
-                return existing
-            all_tags = dict(tags)
-            if parent_id:
-                all_tags["mlflow.parentRunId"] = parent_id
-            t0 = time.monotonic()
-            run_id = c.create_run(exp, tags=all_tags, run_name=run_name).info.run_id
-            latency = time.monotonic() - t0
-        if locked or not shared:
-            return run_id
-        # no lock across hosts: once every racer's create has landed (settle_s, or 3x this
-        # create's latency on a slow server), look again; every writer keeps the oldest run and
-        # a writer whose run lost deletes it
+            if (existing := oldest()) is not None and (existing[1] or locked or not shared):
+                return existing[0]
+            if existing is None:
+                all_tags = dict(tags)
+                if parent_id:
+                    all_tags["mlflow.parentRunId"] = parent_id
+                t0 = time.monotonic()
+                run_id = c.create_run(exp, tags=all_tags, run_name=run_name).info.run_id
+                latency = time.monotonic() - t0
+                if locked or not shared:
+                    return run_id
+        # no lock across hosts: a shared run found young (not yet settled) or just created may
+        # have racers. Once every racer's create has landed (settle_s, or 3x this create's
+        # latency on a slow server), look again; every writer keeps the same run, marks it
+        # settled, and a writer whose run lost deletes it
         time.sleep(max(self.settle_s, 3 * latency))
-        keep = oldest() or run_id
-        if keep != run_id:
+        keep, settled = oldest() or (run_id, False)
+        if not settled:
+            # a racer whose create landed after this look, but whose start time (its own clock)
+            # is older, adopts the marked run instead of winning by start time
+            try:
+                c.set_tag(keep, SETTLED_TAG, "yes")
+            except TrackingUnavailable:
+                raise
+            except Exception as e:  # noqa: BLE001 (marked by a racer at the same moment)
+                log.debug("MLflow run %s: settled mark not set (%s)", keep, e)
+        if run_id is not None and keep != run_id:
             log.info("MLflow run %s duplicated %s (created concurrently); keeping the older one", run_id, keep)
             c.delete_run(run_id)
         return keep

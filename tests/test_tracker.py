@@ -119,3 +119,69 @@ def test_only_lock_errors_are_retried():
     wrapped = RuntimeError("MLflow call failed")
     wrapped.__cause__ = RuntimeError("database is locked")
     assert is_transient(wrapped)
+
+
+class _RacingServer:
+    """A tracking server's runs in memory; `blind` searches (a racer's first look, made before
+    the other racer's create landed) find nothing."""
+
+    def __init__(self):
+        self.runs, self.blind, self.deleted = {}, 0, []
+
+    def get_experiment_by_name(self, name):
+        return type("E", (), {"experiment_id": "1"})()
+
+    def search_runs(self, exps, filter_string="", max_results=50, order_by=None):
+        if self.blind:
+            self.blind -= 1
+            return []
+        return [type("R", (), {"info": type("I", (), {"run_id": k, "start_time": t})(),
+                               "data": type("D", (), {"tags": dict(tags)})()})()
+                for k, (t, tags) in self.runs.items() if k not in self.deleted]
+
+    def create_run(self, exp, tags, run_name, start_time=None):
+        run_id = f"run{len(self.runs)}"
+        self.runs[run_id] = (start_time, dict(tags))
+        return type("C", (), {"info": type("I", (), {"run_id": run_id})()})()
+
+    def set_tag(self, run_id, k, v):
+        self.runs[run_id][1][k] = v
+
+    def delete_run(self, run_id):
+        self.deleted.append(run_id)
+
+
+def test_a_late_landing_racer_with_an_older_clock_adopts_the_settled_round_run(monkeypatch):
+    """Against a server, racer B looked before racer A's create landed but its own create landed
+    after A's second look; B's start time (its clock) is older. B keeps A's run, already handed
+    out, and deletes its own, instead of winning by start time (two round runs, seen in CI)."""
+    server = _RacingServer()
+    monkeypatch.setattr("resources.tracker.time.sleep", lambda s: None)
+    a = Tracker(tracking_uri="http://tracking:5000", settle_s=0)
+    a._client = type("A", (), {"create_run": lambda self, e, tags, run_name: server.create_run(e, tags, run_name, 200),
+                               "__getattr__": lambda self, k: getattr(server, k)})()
+    b = Tracker(tracking_uri="http://tracking:5000", settle_s=0)
+    b._client = type("B", (), {"create_run": lambda self, e, tags, run_name: server.create_run(e, tags, run_name, 100),
+                               "__getattr__": lambda self, k: getattr(server, k)})()
+    kept_a = a.round_run("toy", "r1")                      # A: nothing there, creates run0, settles on it
+    server.blind = 1                                       # B's first look was before run0 landed
+    kept_b = b.round_run("toy", "r1")                      # B creates run1 (start 100 < 200), looks again
+    assert kept_a == kept_b == "run0"
+    assert server.deleted == ["run1"]
+    assert server.runs["run0"][1]["researchloop.settled"] == "yes"
+
+
+def test_a_young_round_run_found_on_the_first_look_is_not_handed_out_before_it_settles(monkeypatch):
+    """Racer C's first look finds B's run, not yet settled; A's create (older start time) lands
+    while C waits. C hands out A's run, which every racer settles on, not B's it saw first."""
+    server = _RacingServer()
+    server.runs["runB"] = (200, {"researchloop.topic": "toy", "researchloop.round": "r1", "researchloop.kind": "round"})
+    landed = []
+    monkeypatch.setattr("resources.tracker.time.sleep", lambda s: landed.append(server.runs.setdefault(
+        "runA", (100, dict(server.runs["runB"][1])))))
+    c = Tracker(tracking_uri="http://tracking:5000", settle_s=0)
+    c._client = server
+    assert c.round_run("toy", "r1") == "runA" and landed            # waited, then looked again
+    assert server.deleted == [] and server.runs["runA"][1]["researchloop.settled"] == "yes"
+    monkeypatch.setattr("resources.tracker.time.sleep", lambda s: pytest.fail("a settled run needs no wait"))
+    assert c.round_run("toy", "r1") == "runA"
