@@ -346,6 +346,8 @@ class BestCode(BaseModel):
     ci_low: float | None = Field(None, description="95% t-interval of the mean over seeds, low end")
     ci_high: float | None = None
     baseline_value: float | None = None
+    seed0_metrics: dict[str, float] = Field(default_factory=dict, description="what the code's seed-0 run "
+                                            "reported (all its values): the reference of the no-effect rule")
     chain: list[str] = Field(default_factory=list, description="idea ids the code contains, oldest first")
     chain_titles: list[str] = Field(default_factory=list)
     chain_rounds: list[str] = Field(default_factory=list)
@@ -364,6 +366,8 @@ class RoundReference(BaseModel):
     code: str
     code_sha256: str
     values: list[float] = Field(default_factory=list, description="the reference code's seed values")
+    seed0_metrics: dict[str, float] = Field(default_factory=dict, description="what the reference code's seed-0 "
+                                            "run reported; an idea whose run reports the same did nothing")
     chain: list[str] = Field(default_factory=list, description="ideas `code` contains, oldest first")
     best: BestCode
     read_from: str = Field("", description="the best_code partition read (empty: none, the baseline)")

@@ -195,8 +195,9 @@ class FakeRuns:
     """Stands in for run_with_repair / repeat_seeds: a code's (short, full) metric from a table
     (None: the run fails); counts screen and full runs."""
 
-    def __init__(self, table: dict[str, tuple[float | None, float | None]]):
+    def __init__(self, table: dict[str, tuple[float | None, float | None]], extra: dict[str, dict] | None = None):
         self.table, self.screen, self.full, self.seeded = table, [], [], []
+        self.extra = extra or {}  # a code's other reported values (train loss, timings)
 
     def run_with_repair(self, target, code, *, workdir, **kw):
         screen = isinstance(target, RunTarget) and "--screen" in target.command
@@ -204,8 +205,7 @@ class FakeRuns:
         value = self.table[code][0 if screen else 1]
         if value is None:
             return RunResult(idea_id=kw["idea_id"], status="failed", reason="boom", n_attempts=1, final_code=code)
-        return RunResult(idea_id=kw["idea_id"], status="success", metric_value=value, metrics={"accuracy": value},
-                         n_attempts=1, final_code=code)
+        return RunResult(idea_id=kw["idea_id"], status="success", metric_value=value, metrics={"accuracy": value, **self.extra.get(code, {})}, n_attempts=1, final_code=code)
 
     def repeat_seeds(self, spec, result, runner, workdir, **kw):
         self.seeded.append(result.final_code)
@@ -214,8 +214,8 @@ class FakeRuns:
 
 @pytest.fixture
 def fake_runs(monkeypatch):
-    def install(table):
-        f = FakeRuns(table)
+    def install(table, extra=None):
+        f = FakeRuns(table, extra)
         monkeypatch.setattr(running, "run_with_repair", f.run_with_repair)
         monkeypatch.setattr(running, "repeat_seeds", f.repeat_seeds)
         monkeypatch.setattr(running, "track_idea", lambda *a, **k: None)
@@ -223,9 +223,9 @@ def fake_runs(monkeypatch):
     return install
 
 
-def _run(spec, patch):
+def _run(spec, patch, **kw):
     return running.run_idea(spec, patch, IDEA, llm=None, runner=None, tracker=None, parent_run=None,
-                            log=lambda m: None)
+                            log=lambda m: None, **kw)
 
 
 def test_drafts_are_searched_and_the_best_is_kept(home, fake_runs):
@@ -337,3 +337,42 @@ def test_screen_section_is_its_record_rendered(monkeypatch, tmp_path):
     section = text.split("<!-- bench:screen:begin -->", 1)[1].split("<!-- bench:screen:end -->", 1)[0]
     assert section.strip() == sb.render(rec).strip()
     assert rec["full_runs_with_screen_promote_1"] < rec["full_runs_without_screen"] == len(rec["rows"])
+
+
+def test_a_draft_that_computes_the_reference_numbers_is_no_effect_and_the_next_draft_runs(home, fake_runs):
+    """Draft 0's run reports the reference's accuracy and train loss to the last digit (its
+    timing differs): an edit with no effect, failed, so draft 1 gets its full run and is the
+    idea's result. With only such drafts the idea is not implemented; its seeds never run."""
+    ref = {"accuracy": 0.8, "train_loss": 0.412345, "train_time_s": 3.1}
+    extra = {"dead": {"train_loss": 0.412345, "train_time_s": 2.9}, "real": {"train_loss": 0.39, "train_time_s": 3.3}}
+    runs = fake_runs({"dead": (None, 0.8), "real": (None, 0.81)}, extra)
+    r = _run(_spec(home, promote=1), _patch(["dead", "real"]), reference_metrics=ref)
+    assert runs.full == ["dead", "real"] and r.status == "success" and r.draft == 1 and runs.seeded == ["real"]
+    assert r.drafts[0].status == "failed" and r.drafts[0].reason.startswith(running.NO_EFFECT)
+    assert "accuracy, train_loss" in r.drafts[0].reason
+    runs = fake_runs({"dead": (None, 0.8)}, extra)
+    r = _run(_spec(home, promote=1), _patch(["dead"]), reference_metrics=ref)
+    assert r.status == "not_implemented" and r.reason.startswith(running.NO_EFFECT)
+    # no reference values known (a record made before the rule): the run is the idea's result
+    runs = fake_runs({"dead": (None, 0.8)}, extra)
+    assert _run(_spec(home, promote=1), _patch(["dead"])).status == "success"
+
+
+def test_the_no_effect_rule_needs_two_equal_values_besides_machine_values():
+    ok = RunResult(idea_id="t/r1/i", status="success", metric_value=0.8, final_code="x",
+                   metrics={"accuracy": 0.8, "train_loss": 0.41, "train_time_s": 3.0, "peak_mem_mb": 100.0})
+    ref = {"accuracy": 0.8, "train_loss": 0.41, "train_time_s": 9.0, "peak_mem_mb": 120.0}
+    assert running.no_effect(ok, ref).status == "failed"                        # timings and memory differ
+    assert running.no_effect(ok, {**ref, "train_loss": 0.4100001}).status == "success"   # any value differs
+    assert running.no_effect(ok, {"accuracy": 0.8, "train_time_s": 3.0}).status == "success"  # one value alone
+    assert running.no_effect(ok, {}).status == "success"
+    failed = ok.model_copy(update={"status": "failed", "reason": "boom"})
+    assert running.no_effect(failed, ref).reason == "boom"
+
+
+def test_seed0_metrics_reads_the_first_seed_back_from_a_repeated_result():
+    from assets.feedback_summary.verdicts import seed0_metrics
+
+    repeated = {"accuracy": 0.82, "accuracy_seed0": 0.8, "accuracy_spread": 0.01, "train_loss": 0.41}
+    assert seed0_metrics(repeated, "accuracy") == {"accuracy": 0.8, "train_loss": 0.41}
+    assert seed0_metrics({"accuracy": 0.8}, "accuracy") == {"accuracy": 0.8}

@@ -168,6 +168,10 @@ def test_a_verified_win_becomes_the_next_rounds_reference_and_lineage_shows_the_
     ref2 = _read(store, "round_reference", RoundReference, "r2")[0]
     assert ref2.mode == "best" and ref2.source == a_id and ref2.read_from == f"r1|{TOPIC}"
     assert "GAIN_A = 0.1" in ref2.code and ref2.code == best1.code
+    # what the reference's seed 0 reported (the no-effect rule's reference), carried from the best
+    assert ref2.seed0_metrics == best1.seed0_metrics == {"accuracy": pytest.approx(0.6)}
+    ref1 = _read(store, "round_reference", RoundReference, "r1")[0]
+    assert ref1.seed0_metrics == {"accuracy": pytest.approx(0.5)}  # the baseline's seed 0, not its mean
     patches = _by_name(_read(store, "patched_code", Patch, "r2"))
     b = patches["gain_b"]
     assert "GAIN_A = 0.1" in b.code and "GAIN_B = 0.1" in b.code

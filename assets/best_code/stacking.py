@@ -10,6 +10,7 @@ edits this code; with `baseline` it edits the original, and the best is still tr
 later idea must beat it to replace it)."""
 from __future__ import annotations
 
+from assets.feedback_summary.verdicts import seed0_metrics
 from assets.patched_code.edit_formats import unified_diff
 from assets.round_reference.reference import mean_interval
 from assets.shared.metadata import md_table
@@ -54,7 +55,8 @@ def next_best(topic: CapturedTopic, ref: RoundReference, feedback: list[Feedback
         code=run.final_code, code_sha256=code_sha256(run.final_code), original_sha256=current.original_sha256,
         runs_sha256=current.runs_sha256, diff=unified_diff(topic.code, run.final_code, topic.spec.code),
         metric_name=current.metric_name, metric_goal=current.metric_goal, metric_value=mean, seed_values=values,
-        metric_spread=spread, ci_low=lo, ci_high=hi, baseline_value=current.baseline_value, chain=chain,
+        metric_spread=spread, ci_low=lo, ci_high=hi, baseline_value=current.baseline_value,
+        seed0_metrics=seed0_metrics(run.metrics, current.metric_name), chain=chain,
         chain_titles=[earlier[i][1] for i in chain], chain_rounds=[earlier[i][0] for i in chain],
         candidates=ids)
 

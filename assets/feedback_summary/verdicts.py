@@ -165,6 +165,16 @@ def seed_summary(values: list[float]) -> tuple[float | None, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
 
 
+def seed0_metrics(metrics: dict[str, float], metric: str) -> dict[str, float]:
+    """What a run's seed 0 reported, from a result's `metrics`: after repeated seeds the metric
+    key holds the mean and `<metric>_seed0` the first seed's value (experimenting.repeat_seeds);
+    the other keys are seed 0's already."""
+    out = {k: v for k, v in metrics.items() if k not in (f"{metric}_seed0", f"{metric}_spread")}
+    if f"{metric}_seed0" in metrics:
+        out[metric] = metrics[f"{metric}_seed0"]
+    return out
+
+
 def parse_metrics(info: object, metric: str) -> tuple[dict[str, float], str | None]:
     """Numeric metrics from a final_info.json payload and an error if the primary one is unusable.
     Accepts {"accuracy": 0.9} and AI-Scientist style {"accuracy": {"means": 0.9}}."""

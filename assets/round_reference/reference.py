@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from assets.feedback_summary.verdicts import seed_summary
+from assets.feedback_summary.verdicts import seed0_metrics, seed_summary
 from assets.shared.topics import CapturedTopic, code_sha256, topic_of
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
@@ -56,7 +56,7 @@ def baseline_best(topic: CapturedTopic, base: RunResult, round_key: str = "") ->
                     code=topic.code, code_sha256=topic.code_sha256, original_sha256=topic.code_sha256,
                     runs_sha256=runs_sha256(spec), metric_name=spec.metric.name, metric_goal=spec.metric.goal,
                     metric_value=mean, seed_values=values, metric_spread=spread, ci_low=lo, ci_high=hi,
-                    baseline_value=mean)
+                    baseline_value=mean, seed0_metrics=seed0_metrics(base.metrics, spec.metric.name))
 
 
 def previous_best(store: RecordStore | Store, topic: str, round_key: str) -> tuple[BestCode | None, str]:
@@ -101,7 +101,8 @@ def make_reference(topic: CapturedTopic, base: RunResult, prev: BestCode | None,
     if spec.reference == "baseline":
         note = "topic.yaml reference: baseline: the original; " + note.replace(": the original", "")
     return RoundReference(topic=spec.name, round=round_key, mode=spec.reference, source=ref.source, code=ref.code,
-                          code_sha256=ref.code_sha256, values=ref.seed_values, chain=ref.chain, best=best,
+                          code_sha256=ref.code_sha256, values=ref.seed_values, seed0_metrics=ref.seed0_metrics,
+                          chain=ref.chain, best=best,
                           read_from=read_from, note=note)
 
 
@@ -133,6 +134,11 @@ class RoundTopic:
         """Mean of the reference code's seeds (the gate for repeating an idea's seeds), or None
         for the original, whose seeds the runs read from their memo (experimenting.baseline_values)."""
         return None if self.reference.source == "baseline" else seed_summary(self.reference.values)[0]
+
+    @property
+    def reference_metrics(self) -> dict[str, float]:
+        """What the reference code's seed-0 run reported (empty in records made before the rule)."""
+        return self.reference.seed0_metrics
 
     def to_json(self) -> str:
         """The spec and the round's reference code in CapturedTopic.to_json's format (read back with

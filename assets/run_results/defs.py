@@ -51,7 +51,8 @@ def ideas_to_run(context: dg.OpExecutionContext, patched_code: pl.DataFrame, fil
     for patch in from_frame(patched_code, Patch):
         idea = ideas_by_id[patch.idea_id]
         yield dg.DynamicOutput({"patch": patch.model_dump_json(), "idea": idea.model_dump_json(), "parent": parent,
-                                "topic": captured, "reference_mean": rt.reference_mean},
+                                "topic": captured, "reference_mean": rt.reference_mean,
+                                "reference_metrics": rt.reference_metrics},
                                mapping_key=_mapping_key(idea.name, taken))
 
 
@@ -66,7 +67,8 @@ def run_idea_step(context: dg.OpExecutionContext, job: dict, llm: LLM, runner: R
             with device_slot(under_home("slots")) as env:
                 context.log.info(f"{idea.idea_id}: running with {env}")
                 r = run_idea(spec, patch, idea, llm, runner, tracker, job["parent"], context.log.info, env=env,
-                             reference=job.get("reference_mean"), reference_code=reference_code)
+                             reference=job.get("reference_mean"), reference_code=reference_code,
+                             reference_metrics=job.get("reference_metrics") or {})
         except Exception as e:  # one idea's crash never fails the round
             context.log.exception(f"{idea.idea_id} crashed")
             r = RunResult(idea_id=idea.idea_id, status="failed", reason=f"{type(e).__name__}: {e}")

@@ -1,5 +1,8 @@
 """Running one idea: its drafts (screened, then full runs: assets/run_results/screening.py), its
 attempts, its seeds and its MLflow runs."""
+import math
+import re
+
 from assets.patched_code.drafts import cheap_order, program_hash
 from assets.run_results.experimenting import OUT_DIR, RunTarget, repeat_seeds, run_with_repair
 from assets.run_results.screening import RULE_CHEAP, RULE_SCREENED, enough, full_run_order, pick_best
@@ -33,16 +36,51 @@ def undone(result: RunResult, reference_code: str | None) -> RunResult:
     return result
 
 
+NO_EFFECT = "its run reported exactly the reference code's values"  # + (keys): ...
+# values that differ between two runs of the same program (clock, memory): not compared
+MACHINE_VALUE = re.compile(r"(^|_)(time|times|duration|elapsed|wall|clock|seconds|secs|sec|s|ms|speed|throughput|"
+                           r"memory|mem|rss|peak|mb|gb|gpu|cpu|device|host|pid|timestamp)($|_)", re.IGNORECASE)
+
+
+def no_effect(result: RunResult, reference_metrics: dict[str, float]) -> RunResult:
+    """`result` marked failed when its seed-0 run reported exactly what the reference code's
+    seed-0 run reported, in at least two values besides timings (e.g. accuracy and train loss
+    to the last digit): a change that computes the same numbers is an edit with no effect (dead
+    code, a value overwritten later, a branch never taken), whatever its diff looks like. With
+    one value (a held-out score alone) an equal value could be chance, and nothing is said."""
+    if result.status != "success" or not reference_metrics:
+        return result
+    def values(m: dict) -> dict[str, float]:
+        return {k: float(v) for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                and math.isfinite(v) and not MACHINE_VALUE.search(k)}
+    mine, ref = values(result.metrics), values(reference_metrics)
+    shared = sorted(set(mine) & set(ref))
+    if len(shared) >= 2 and all(mine[k] == ref[k] for k in shared):
+        return result.model_copy(update={"status": "failed", "reason": f"{NO_EFFECT} ({', '.join(shared)}): the "
+                                         "change does not alter what is computed"})
+    return result
+
+
+def not_the_idea(result: RunResult) -> bool:
+    """A run failed by `undone` or `no_effect`: it measured the reference, not the idea."""
+    return result.status == "failed" and bool(result.reason) and (
+        result.reason == UNDONE or result.reason.startswith(NO_EFFECT))
+
+
 def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner, tracker: Tracker,
              parent_run: str | None, log, env: dict[str, str] | None = None,
-             reference: float | None = None, reference_code: str | None = None) -> RunResult:
+             reference: float | None = None, reference_code: str | None = None,
+             reference_metrics: dict[str, float] | None = None) -> RunResult:
     """Run an idea's drafts by the rule of assets/run_results/screening.py: short runs rank them
     when the topic has `screen:`, full runs (with repairs) go to the best until `budget.promote`
     succeeded, the best full metric is the result and only it repeats its seeds. `reference`: the
     mean of the round's reference code's seeds, which seed 0 must beat for the seeds to be repeated
     (None: the baseline's, see experimenting.repeat_seeds). `reference_code`: the round's
     reference code; a full run whose repairs turned the draft back into it counts as failed
-    (`undone`), and an idea whose chosen run was undone is not implemented."""
+    (`undone`), and an idea whose chosen run was undone is not implemented. `reference_metrics`:
+    what the reference code's seed-0 run reported; a full run that reports the same is failed
+    too (`no_effect`), so the next draft gets its full run, and an idea left with only such runs
+    is not implemented."""
     if patch.status == "no_op":
         return RunResult(idea_id=patch.idea_id, status="not_implemented", reason=patch.reason)
     if patch.status != "ok":
@@ -75,9 +113,9 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
         r = run_with_repair(spec, d.code, runner=runner, llm=llm, workdir=workdir(i), idea_id=patch.idea_id,
                             title=idea.title, max_repairs=spec.budget.debug_attempts, edit_format=d.edit_format,
                             log=say(i), env=env)
-        r = undone(r, reference_code)
-        if r.reason == UNDONE:
-            say(i)(f"{patch.idea_id}: {UNDONE}")
+        r = no_effect(undone(r, reference_code), reference_metrics or {})
+        if not_the_idea(r):
+            say(i)(f"{patch.idea_id}: {r.reason}")
         results[i] = r
         runs[i] = runs[i].model_copy(update={"promoted": True, "status": r.status, "metric_value": r.metric_value,
                                              "reason": r.reason, "n_attempts": r.n_attempts})
@@ -90,7 +128,7 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
             + ", ".join(f"{i}={runs[i].status}" for i in order if runs[i].promoted))
     result = repeat_seeds(spec, results[chosen], runner, workdir(chosen), env=env, log=say(chosen),
                           reference=reference)
-    if result.reason == UNDONE:
+    if not_the_idea(result):
         result = result.model_copy(update={"status": "not_implemented"})
     rule = (RULE_SCREENED if screened is not None else RULE_CHEAP).format(promote=spec.budget.promote)
     result = result.model_copy(update={"draft": chosen, "drafts": [runs[i] for i in cheap], "rule": rule})
