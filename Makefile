@@ -83,6 +83,11 @@ bench: setup
 bench-ranking-similarity: setup
 	$(PY) -m bench.ranking_bench --similarity-only
 
+# bench-second-look: the seed rule's false- and true-improvement rates with and without the second look,
+# simulated through verdicts.py (a minute, no LLM): bench/records/second_look.json and the section second_look
+bench-second-look: setup
+	$(PY) -m bench.second_look_bench
+
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench

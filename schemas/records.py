@@ -265,6 +265,9 @@ class RunResult(BaseModel):
     metric_value: float | None = None   # the mean over seeds when the topic repeats seeds
     seed_values: list[float] = Field([], description="the metric per seed (0, 1, ...), when repeated")
     metric_spread: float = Field(0.0, description="sample standard deviation over the seeds")
+    reference_values: list[float] = Field(default_factory=list, description="after a second look (verdicts.py): "
+                                          "the reference code's values over the same seeds, which the verdict "
+                                          "tests against at the second look's level; empty: one look")
     final_code: str = ""
     mlflow_run_id: str | None = None
 

@@ -205,7 +205,8 @@ class FakeRuns:
         value = self.table[code][0 if screen else 1]
         if value is None:
             return RunResult(idea_id=kw["idea_id"], status="failed", reason="boom", n_attempts=1, final_code=code)
-        return RunResult(idea_id=kw["idea_id"], status="success", metric_value=value, metrics={"accuracy": value, **self.extra.get(code, {})}, n_attempts=1, final_code=code)
+        return RunResult(idea_id=kw["idea_id"], status="success", metric_value=value,
+                         metrics={"accuracy": value, **self.extra.get(code, {})}, n_attempts=1, final_code=code)
 
     def repeat_seeds(self, spec, result, runner, workdir, **kw):
         self.seeded.append(result.final_code)

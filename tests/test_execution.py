@@ -282,3 +282,86 @@ def test_the_baselines_seeds_run_side_by_side_on_ray_and_stay_memoised(tmp_path)
     assert baseline_values(spec, runner) == pytest.approx([0.80, 0.81, 0.82])
     assert runner.seeds()[0] == 0 and sorted(runner.seeds()[1:]) == [1, 2] and runner.max_active == 2
     assert baseline_values(spec, runner) == pytest.approx([0.80, 0.81, 0.82]) and len(runner.calls) == 3
+
+
+# --------------------------------------------------------------------------- the second look
+
+REF = [0.80, 0.81, 0.82, 0.805, 0.815, 0.81]      # the reference code, seeds 0..5
+IDEA = [0.83, 0.80, 0.835, 0.83, 0.825, 0.835]    # the idea's code: better, noisy
+
+
+class CodeRunner(FakeRunner):
+    """Reports by which code is in the workspace: the idea's (a marker line) or the reference's."""
+
+    def run(self, command, workdir, timeout_s, env=None, memory_mb=None, hide=(), **kw):
+        r = super().run(command, workdir, timeout_s, env=env, memory_mb=memory_mb, hide=hide, **kw)
+        seed = self.calls[-1]["seed"]
+        self.calls[-1]["idea"] = idea = "# idea" in (Path(workdir) / "exp.py").read_text()
+        if r.exit_code == 0:
+            (Path(workdir) / "out" / "final_info.json").write_text(f'{{"accuracy": {(IDEA if idea else REF)[seed]}}}')
+        return r
+
+
+def _first_look(spec) -> RunResult:
+    return RunResult(idea_id="seedy/r1/x", status="success", metric_value=sum(IDEA[:3]) / 3, seed_values=IDEA[:3],
+                     final_code=SCRIPT + "# idea\n", metrics={"accuracy": sum(IDEA[:3]) / 3, "accuracy_seed0": IDEA[0]})
+
+
+def test_a_better_but_not_significant_result_gets_a_second_look_on_both_sides(tmp_path):
+    """p = 0.21 on 3 vs 3 seeds: seeds 3..5 run for the idea and for the reference code (once per
+    reference code: a second idea reuses them); 6 vs 6 is then significant at the second look's
+    0.02, which 6 vs the first 3 would not be."""
+    from assets.feedback_summary.verdicts import ALPHA_SECOND_LOOK, judge_seeds
+    from assets.run_results.experimenting import second_look_seeds
+
+    spec, runner = topic(tmp_path), CodeRunner()
+    r = second_look_seeds(spec, _first_look(spec), REF[:3], SCRIPT, runner, tmp_path / "work")
+    assert r.seed_values == pytest.approx(IDEA) and r.reference_values == pytest.approx(REF)
+    assert sorted((c["idea"], c["seed"]) for c in runner.calls) == [(False, 3), (False, 4), (False, 5),
+                                                                   (True, 3), (True, 4), (True, 5)]
+    assert r.metric_value == pytest.approx(sum(IDEA) / 6) and r.metrics["accuracy_seed0"] == IDEA[0]
+    assert judge_seeds(r.seed_values, r.reference_values, "maximize", 0.001, alpha=ALPHA_SECOND_LOOK)[0] \
+        == "improvement"
+    assert judge_seeds(r.seed_values, REF[:3], "maximize", 0.001, alpha=ALPHA_SECOND_LOOK)[0] == "maintenance"
+    # the reference's extra seeds are memoised per code: another idea of the round reuses them
+    second = second_look_seeds(spec, _first_look(spec).model_copy(update={"idea_id": "seedy/r1/y"}), REF[:3], SCRIPT,
+                               runner, tmp_path / "work-y")
+    assert second.reference_values == pytest.approx(REF)
+    assert [c["idea"] for c in runner.calls[6:]] == [True, True, True]
+    # a result already looked at twice is left alone (a resumed step)
+    assert second_look_seeds(spec, r, REF[:3], SCRIPT, runner, tmp_path / "work") is r
+
+
+def test_no_second_look_when_significant_far_off_switched_off_or_the_reference_fails(tmp_path):
+    from assets.run_results.experimenting import second_look_seeds
+
+    spec, runner = topic(tmp_path), CodeRunner()
+    first = _first_look(spec)
+    clear = first.model_copy(update={"seed_values": [0.90, 0.905, 0.91], "metric_value": 0.905})
+    assert second_look_seeds(spec, clear, REF[:3], SCRIPT, runner, tmp_path / "a") is clear      # already p < 0.05
+    worse = first.model_copy(update={"seed_values": [0.80, 0.79, 0.81], "metric_value": 0.80})
+    assert second_look_seeds(spec, worse, REF[:3], SCRIPT, runner, tmp_path / "b") is worse      # not better
+    off = spec.model_copy(update={"budget": spec.budget.model_copy(update={"second_look": False})})
+    assert second_look_seeds(off, first, REF[:3], SCRIPT, runner, tmp_path / "c") is first
+    assert runner.calls == []
+    failing = CodeRunner(fail={4})
+    r = second_look_seeds(spec, first, REF[:3], SCRIPT, failing, tmp_path / "d")
+    assert r.seed_values == first.seed_values and r.reference_values == []      # the first look stands
+    assert all(not c["idea"] for c in failing.calls)                            # the idea's seeds never ran
+
+
+def test_a_second_look_verdict_is_tested_against_the_reference_values_at_the_stricter_level():
+    from assets.feedback_summary.feedback import summarise
+    from schemas.records import FilteredIdea
+
+    idea = FilteredIdea(idea_id="seedy/r1/x", topic="seedy", round="r1", name="x", title="x", experiment="x",
+                        summary="x", max_similarity=0.0, independent=True, novel=True, kept=True)
+    looked = RunResult(idea_id="seedy/r1/x", status="success", metric_value=sum(IDEA) / 6, seed_values=IDEA,
+                       reference_values=REF)
+    [f] = summarise([idea], [looked], baseline=0.81, goal="maximize", tolerance=0.001, baseline_values=REF[:3])
+    assert f.verdict == f.baseline_verdict == "improvement" and "(second look)" in f.reason
+    assert (f.n_seeds, f.n_baseline_seeds) == (6, 6) and f.p_value < 0.02
+    assert f.reference_value == pytest.approx(sum(REF) / 6)
+    # p = 0.0167 passes 0.02; the same numbers judged at 0.01 would not: the level is the second look's
+    from assets.feedback_summary.verdicts import judge_seeds
+    assert judge_seeds(IDEA, REF, "maximize", 0.001, alpha=0.01)[0] == "maintenance"

@@ -4,7 +4,7 @@ Effective ideas go into the next round's idea prompt; ineffective ones into the 
 from collections.abc import Callable
 
 from assets.feedback_summary import prompts as feedback_prompts
-from assets.feedback_summary.verdicts import judge_seeds
+from assets.feedback_summary.verdicts import ALPHA, ALPHA_SECOND_LOOK, judge_seeds
 from assets.shared.metadata import Usage, md_table, share_usage
 from resources.llm import LLM, RejectedAnswer
 from resources.store import RecordStore, Store
@@ -28,8 +28,10 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
     values (just its one run when it was not repeated) against those of the round's reference
     code (`reference`, see assets/round_reference; without one, the baseline's), and the same
     test against the original baseline (`baseline_values`; without them the single `baseline`)
-    and against the current best, reported beside it. `baseline_spread` is unused (kept for
-    older callers)."""
+    and against the current best, reported beside it. A result that had a second look
+    (`RunResult.reference_values`) is tested against the reference code's values over the same
+    seeds, on every side whose code the reference is, at the second look's level (verdicts.py).
+    `baseline_spread` is unused (kept for older callers)."""
     base_vals = [v for v in (baseline_values or []) if v is not None] or [baseline]
     ref_vals = base_vals if reference is None or reference.source == "baseline" else reference.values
     best_vals = base_vals if reference is None or reference.best.source == "baseline" else reference.best.seed_values
@@ -42,6 +44,7 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
             continue
         r = by_id.get(i.idea_id)
         stats: dict = {"n_baseline_seeds": len(ref_vals)}
+        mine = ref_vals  # the reference values the verdict tests against
         if r is None:
             verdict, reason, value = "failed", "no run result (planning or patching did not finish)", None
         elif r.status != "success":
@@ -51,16 +54,22 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
         else:
             value = r.metric_value
             seeds = r.seed_values or [value]
-            verdict, reason, c = judge_seeds(seeds, ref_vals, goal, tolerance)
-            stats.update(n_seeds=c.n_idea, ci_low=_r(c.ci_low), ci_high=_r(c.ci_high),
+            looked = bool(r.reference_values)  # a second look: the reference ran the same seeds
+            alpha = ALPHA_SECOND_LOOK if looked else ALPHA
+            mine = r.reference_values if looked else ref_vals
+            verdict, reason, c = judge_seeds(seeds, mine, goal, tolerance, alpha=alpha)
+            if looked:
+                reason += " (second look)"
+            stats.update(n_seeds=c.n_idea, n_baseline_seeds=c.n_base, ci_low=_r(c.ci_low), ci_high=_r(c.ci_high),
                          p_value=_r(c.p_better), test=c.test)
-            for side, vals in (("baseline", base_vals), ("best", best_vals)):
-                v, _, cs = judge_seeds(seeds, vals, goal, tolerance)
+            for side, vals, source in (("baseline", base_vals, "baseline"), ("best", best_vals, best_name)):
+                v, _, cs = judge_seeds(seeds, mine if looked and source == ref_name else vals, goal, tolerance,
+                                       alpha=alpha)
                 stats.update({f"{side}_verdict": v, f"{side}_delta": _r(cs.mean_diff), f"{side}_ci_low": _r(cs.ci_low),
                               f"{side}_ci_high": _r(cs.ci_high), f"{side}_p_value": _r(cs.p_better)})
         if value is None:
             stats.update(baseline_verdict="failed", best_verdict="failed")
-        ref_mean = sum(ref_vals) / len(ref_vals)
+        ref_mean = sum(mine) / len(mine)
         out.append(Feedback(idea_id=i.idea_id, name=i.name, title=i.title, summary=i.summary, verdict=verdict,
                             reason=reason if ref_name == "baseline" else f"vs {ref_name}: {reason}",
                             metric_value=value, baseline_value=baseline,

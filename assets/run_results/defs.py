@@ -52,7 +52,8 @@ def ideas_to_run(context: dg.OpExecutionContext, patched_code: pl.DataFrame, fil
         idea = ideas_by_id[patch.idea_id]
         yield dg.DynamicOutput({"patch": patch.model_dump_json(), "idea": idea.model_dump_json(), "parent": parent,
                                 "topic": captured, "reference_mean": rt.reference_mean,
-                                "reference_metrics": rt.reference_metrics},
+                                "reference_metrics": rt.reference_metrics,
+                                "reference_values": rt.reference.values},
                                mapping_key=_mapping_key(idea.name, taken))
 
 
@@ -68,7 +69,8 @@ def run_idea_step(context: dg.OpExecutionContext, job: dict, llm: LLM, runner: R
                 context.log.info(f"{idea.idea_id}: running with {env}")
                 r = run_idea(spec, patch, idea, llm, runner, tracker, job["parent"], context.log.info, env=env,
                              reference=job.get("reference_mean"), reference_code=reference_code,
-                             reference_metrics=job.get("reference_metrics") or {})
+                             reference_metrics=job.get("reference_metrics") or {},
+                             reference_values=job.get("reference_values") or [])
         except Exception as e:  # one idea's crash never fails the round
             context.log.exception(f"{idea.idea_id} crashed")
             r = RunResult(idea_id=idea.idea_id, status="failed", reason=f"{type(e).__name__}: {e}")

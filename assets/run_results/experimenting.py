@@ -27,6 +27,7 @@ from assets.feedback_summary.verdicts import (
     beats,
     in_bounds,
     parse_metrics,
+    second_look,
     seed_summary,
 )
 from assets.patched_code.edit_formats import (
@@ -592,6 +593,58 @@ def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env:
     return result.model_copy(update={
         "metric_value": mean, "seed_values": values, "metric_spread": spread,
         "metrics": {**result.metrics, f"{m}_seed0": values[0], m: mean, f"{m}_spread": spread}})
+
+
+def second_look_seeds(spec: TopicSpec, result: RunResult, reference_values: list[float], reference_code: str | None,
+                      runner, workdir: Path, env: dict[str, str] | None = None,
+                      log: Callable[[str], None] = print) -> RunResult:
+    """The second look (assets/feedback_summary/verdicts.py): a repeated result better than the
+    reference's `reference_values` by more than the tolerance but not significant runs seeds
+    n..2n-1, and the reference code the same seeds (`reference_seeds`); the result then carries
+    all its 2n values and the reference's 2n (`reference_values`), which the verdict tests at the
+    second look's level. A seed of the idea that fails fails the result, as in `repeat_seeds`;
+    reference seeds that fail leave the result at its first look."""
+    n = spec.budget.seeds or 1
+    if (not spec.budget.second_look or result.status != "success" or result.reference_values or not reference_code
+            or not second_look(result.seed_values, reference_values, spec.metric.goal, spec.metric.tolerance, n)):
+        return result
+    log(f"{result.idea_id}: better than the reference on {n} seeds but not significant: a second look, "
+        f"seeds {n}..{2 * n - 1} for it and for the reference")
+    ref = reference_seeds(spec, reference_code, reference_values, 2 * n, runner, env=env, log=log)
+    if ref is None:
+        log(f"{result.idea_id}: the reference's extra seeds failed: the first look stands")
+        return result
+    values = list(result.seed_values)
+    more = range(len(values), 2 * n)
+    for seed, r in zip(more, run_seeds(spec, result.final_code, more, runner, workdir, result.idea_id, env=env,
+                                       log=log)):
+        if r.status != "success":
+            return result.model_copy(update={"status": "failed", "reason": f"seed {seed} failed: {r.reason}"})
+        values.append(r.metric_value)
+    mean, spread = seed_summary(values)
+    m = spec.metric.name
+    return result.model_copy(update={
+        "metric_value": mean, "seed_values": values, "metric_spread": spread, "reference_values": ref,
+        "metrics": {**result.metrics, m: mean, f"{m}_spread": spread}})
+
+
+def reference_seeds(spec: TopicSpec, code: str, values: list[float], n: int, runner,
+                    env: dict[str, str] | None = None, log: Callable[[str], None] = print) -> list[float] | None:
+    """The reference code's metric for seeds 0..n-1: the `values` already known, then the missing
+    seeds run, memoised per code (workspaces/<topic>/reference-<sha>/seed-<k>) under a lock, since
+    the round's idea steps run side by side and need the same seeds. None when one fails."""
+    if len(values) >= n:
+        return list(values[:n])
+    from filelock import FileLock
+
+    root = under_home("workspaces", spec.name, f"reference-{hashlib.sha256(code.encode()).hexdigest()[:12]}")
+    missing = range(len(values), n)
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / "seeds.lock")):
+        runs = run_seeds(spec, code, missing, runner, root, f"{spec.name}/reference", env=env, log=log)
+    if len(runs) != len(missing) or any(r.status != "success" for r in runs):
+        return None
+    return list(values) + [r.metric_value for r in runs]
 
 
 def run_seeds(spec: TopicSpec, code: str, seeds: Sequence[int], runner, workdir: Path, idea_id: str,

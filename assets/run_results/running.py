@@ -4,7 +4,7 @@ import math
 import re
 
 from assets.patched_code.drafts import cheap_order, program_hash
-from assets.run_results.experimenting import OUT_DIR, RunTarget, repeat_seeds, run_with_repair
+from assets.run_results.experimenting import OUT_DIR, RunTarget, repeat_seeds, run_with_repair, second_look_seeds
 from assets.run_results.screening import RULE_CHEAP, RULE_SCREENED, enough, full_run_order, pick_best
 from resources.llm import LLM
 from resources.paths import under_home
@@ -70,7 +70,8 @@ def not_the_idea(result: RunResult) -> bool:
 def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner, tracker: Tracker,
              parent_run: str | None, log, env: dict[str, str] | None = None,
              reference: float | None = None, reference_code: str | None = None,
-             reference_metrics: dict[str, float] | None = None) -> RunResult:
+             reference_metrics: dict[str, float] | None = None,
+             reference_values: list[float] | None = None) -> RunResult:
     """Run an idea's drafts by the rule of assets/run_results/screening.py: short runs rank them
     when the topic has `screen:`, full runs (with repairs) go to the best until `budget.promote`
     succeeded, the best full metric is the result and only it repeats its seeds. `reference`: the
@@ -80,7 +81,8 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
     (`undone`), and an idea whose chosen run was undone is not implemented. `reference_metrics`:
     what the reference code's seed-0 run reported; a full run that reports the same is failed
     too (`no_effect`), so the next draft gets its full run, and an idea left with only such runs
-    is not implemented."""
+    is not implemented. `reference_values`: the reference code's seed values, against which a
+    better but not yet significant result gets its second look (experimenting.second_look_seeds)."""
     if patch.status == "no_op":
         return RunResult(idea_id=patch.idea_id, status="not_implemented", reason=patch.reason)
     if patch.status != "ok":
@@ -128,6 +130,8 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
             + ", ".join(f"{i}={runs[i].status}" for i in order if runs[i].promoted))
     result = repeat_seeds(spec, results[chosen], runner, workdir(chosen), env=env, log=say(chosen),
                           reference=reference)
+    result = second_look_seeds(spec, result, reference_values or [], reference_code, runner, workdir(chosen), env=env,
+                               log=say(chosen))
     if not_the_idea(result):
         result = result.model_copy(update={"status": "not_implemented"})
     rule = (RULE_SCREENED if screened is not None else RULE_CHEAP).format(promote=spec.budget.promote)
