@@ -109,6 +109,9 @@ class IdeationSpec(BaseModel):
         "within the round's budget; assets/ideas/tuning.py)")
     tuning_moves: int = Field(1, ge=1, le=10, description="moves the `tuning` source proposes per round (at most one "
                               "per knob); they take that many of budget.ideas_per_round")
+    tuning_fill: bool = Field(True, description="the tuning source also proposes reserve moves (up to "
+                              "budget.ideas_per_round in all, one per knob), which fill the places the filters and "
+                              "refills left empty, so a round still tests its budget of ideas")
     brainstorm: bool = Field(False, description="also propose ideas from the topic and code alone "
                              "(no papers) and merge them before filtering (SciPIP's dual path); "
                              "short for adding brainstorm to `sources`")

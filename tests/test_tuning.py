@@ -149,6 +149,26 @@ def test_moves_bypass_the_filters_within_the_budget():
     assert kept[2].drop_reason.startswith("over the round's budget")
 
 
+def test_reserve_moves_fill_the_places_the_filters_left_empty():
+    """The tuning source proposes up to the budget (one per knob); the first `tuning_moves` take
+    their places first, the rest wait: a round whose LLM ideas were all dropped (repeats) and
+    whose refills brought none still tests its budget, with the next moves."""
+    from assets.filtered_ideas.filtering import RESERVE_KEPT, RESERVE_UNUSED, fill_with_moves, split_reserve
+    from schemas.records import Idea
+
+    ideas = tuning_ideas(SCRIPT, History(), 3, "t", "r1", set())
+    llm = Idea(idea_id="t/r1/bigrams", topic="t", round="r1", name="bigrams", title="Bigrams", experiment="x",
+               summary="x")
+    items, reserve = split_reserve([ideas[0], llm, *ideas[1:]], first=1)
+    assert items == [ideas[0], llm] and reserve == ideas[1:]
+    assert len({m.tuning.key for m in ideas}) == 3                           # one move per knob
+    short = fill_with_moves(reserve, 2)                                      # no LLM idea survived
+    assert [(m.kept, m.novelty_reason) for m in short] == [(True, RESERVE_KEPT), (True, RESERVE_KEPT)]
+    full = fill_with_moves(reserve, 0)                                       # the LLM's ideas filled the round
+    assert [m.kept for m in full] == [False, False] and full[0].drop_reason == RESERVE_UNUSED
+    assert [m.kept for m in fill_with_moves(reserve, 1)] == [True, False]
+
+
 @pytest.fixture
 def spec(tmp_path):
     return load_topic(make_topic(tmp_path, "toy", {**VALID}))
@@ -212,7 +232,11 @@ def test_a_round_with_the_tuning_source(home, fake_llm):
                if r.idea_id == move.idea_id)
     assert run.status == "success" and run.metric_value is not None
     meta = instance.get_latest_materialization_event(dg.AssetKey("filtered_ideas")).asset_materialization.metadata
-    assert meta["tuning_moves_kept"].value == 1
+    assert meta["tuning_moves_kept"].value == 1 and meta["reserve_moves_kept"].value == 0
+    # the reserve move (the LR knob) waited: the LLM's ideas filled the round, so it is recorded as not needed
+    from assets.filtered_ideas.filtering import RESERVE_UNUSED
+    assert [(f.name, f.drop_reason) for f in filtered if f.source == "tuning" and not f.kept] == \
+        [("tune_lr_up", RESERVE_UNUSED)]
 
 
 def test_with_the_tuning_source_the_llm_is_told_to_leave_values_to_the_moves():

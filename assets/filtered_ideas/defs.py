@@ -4,7 +4,14 @@ import dagster as dg
 import polars as pl
 
 from assets.filtered_ideas.arena import arena_for, arena_metadata, arena_order, with_ratings
-from assets.filtered_ideas.filtering import dropped_by_filters, fill_round, keep_tuning
+from assets.filtered_ideas.filtering import (
+    RESERVE_KEPT,
+    dropped_by_filters,
+    fill_round,
+    fill_with_moves,
+    keep_tuning,
+    split_reserve,
+)
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
 from assets.ideas.generation import BANK_VERDICTS, LLM_SOURCES, propose_more, read_history, refill_inputs, tunes
 from assets.round_reference.reference import reference_of
@@ -55,7 +62,9 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
         return propose_more(llm, head, refs, effective, kept_papers, history, topic, round_key, missing, decided,
                             source=refill_source, tuned=tunes(cfg.sources, code))
 
-    # the tuning source's moves take their share of the budget first; the filters fill the rest
+    # the tuning source's moves take their share of the budget first; the filters fill the rest, and
+    # the reserve moves (ideation.tuning_fill) the places the filters and refills still left empty
+    items, reserve = split_reserve(items, cfg.tuning_moves)
     moves, items = keep_tuning(items, spec.budget.ideas_per_round)
     budget = spec.budget.ideas_per_round - sum(m.kept for m in moves)
     refills = cfg.refills if any(s in LLM_SOURCES for s in cfg.sources) else 0
@@ -66,6 +75,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
                             budget, refills, propose, log=context.log.info, tried=tried)
     for e in filled.refill_errors:
         context.log.warning(f"idea refill failed: {e}")
+    moves += fill_with_moves(reserve, budget - filled.kept)
     for m in moves:
         context.log.info(f"{m.name}: {'kept' if m.kept else m.drop_reason} (tuning move, not filtered)")
     out = moves + with_ratings(filled.ideas, arena)  # refilled ideas were not in the arena: no rating
@@ -78,7 +88,9 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
     return dg.MaterializeResult(value=df, check_results=[check], metadata={
         "kept": sum(o.kept for o in out), "dropped": sum(not o.kept for o in out), "bank_size": len(bank),
         "budget": spec.budget.ideas_per_round, "proposals": filled.proposals, "refills": filled.proposals - 1,
-        "max_refills": refills, "tuning_moves_kept": sum(m.kept for m in moves), "ideas_proposed": len(out),
+        "max_refills": refills, "tuning_moves_kept": sum(m.kept for m in moves),
+        "reserve_moves_kept": sum(m.kept and m.novelty_reason == RESERVE_KEPT for m in moves),
+        "ideas_proposed": len(out),
         "dropped_by_filters": len(dropped_by_filters(out)),
         "refill_errors": "; ".join(filled.refill_errors),
         "bank": cfg.bank, "threshold": cfg.independence_threshold, "novelty_rounds": cfg.novelty_rounds,

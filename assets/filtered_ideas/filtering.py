@@ -145,3 +145,23 @@ def keep_tuning(items: Sequence[Idea], budget: int) -> tuple[list[FilteredIdea],
                                 novelty_reason=TUNING_KEPT, kept=keep,
                                 drop_reason=None if keep else f"{OVER_BUDGET} of {budget} ideas"))
     return out, [i for i in items if i.source != "tuning"]
+
+
+RESERVE_KEPT = "a reserve hyper-parameter move: the filters and refills left the round short of its budget"
+RESERVE_UNUSED = "a reserve move, not needed: the filters and refills filled the round's budget"
+
+
+def split_reserve(items: Sequence[Idea], first: int) -> tuple[list[Idea], list[Idea]]:
+    """(the ideas with the tuning source's first `first` moves, the moves after them: the
+    reserve that `fill_with_moves` spends on places the filters and refills left empty)."""
+    moves = [i.idea_id for i in items if i.source == "tuning"]
+    spare = set(moves[first:])
+    return [i for i in items if i.idea_id not in spare], [i for i in items if i.idea_id in spare]
+
+
+def fill_with_moves(reserve: Sequence[Idea], places: int) -> list[FilteredIdea]:
+    """The reserve moves decided: the first `places` kept (the round would otherwise test fewer
+    ideas than its budget), the others recorded as not needed."""
+    return [FilteredIdea(**i.model_dump(), max_similarity=0.0, independent=True, novel=None,
+                         novelty_reason=RESERVE_KEPT if k < places else TUNING_KEPT, kept=k < places,
+                         drop_reason=None if k < places else RESERVE_UNUSED) for k, i in enumerate(reserve)]

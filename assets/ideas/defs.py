@@ -53,7 +53,8 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
             if source == "tuning":  # hyper-parameter moves read from the code: no LLM call
-                paths[source] = tuning_ideas(rt.code, history, cfg.tuning_moves, topic, round_key, taken)
+                k = max(cfg.tuning_moves, n) if cfg.tuning_fill else cfg.tuning_moves  # the rest: a reserve
+                paths[source] = tuning_ideas(rt.code, history, k, topic, round_key, taken)
                 continue
             if source == "ranking":
                 shown, msgs = kept, idea_prompts.generate(*head, refs, history.tried, effective, n,
