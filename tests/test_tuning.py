@@ -294,3 +294,12 @@ def test_the_llm_is_told_so_only_when_there_is_a_knob_to_move():
     assert tunes(["ranking", "tuning"], "EPOCHS = 3\n")
     assert not tunes(["ranking"], "EPOCHS = 3\n")
     assert not tunes(["ranking", "tuning"], "ALPHAS = [0.1, 1.0]\nFOLDS = 5\n")  # no named knob: no move
+
+
+def test_a_form_feed_in_the_code_does_not_shift_the_knob_lines():
+    """Python numbers lines at \\n, \\r\\n and \\r only; str.splitlines also splits at a form feed
+    (page breaks in old sources), which would put a knob's edit on the wrong line."""
+    code = "import json\n# part one\x0c\nEPOCHS = 3\r\nLR = 0.1\njson.dump({'a': EPOCHS * LR}, open('f', 'w'))\n"
+    moved = {m.key: m for m, _ in propose(code, [], 2)}
+    new = apply_move(code, moved["EPOCHS"])
+    assert "EPOCHS = 6\r\n" in new and new.replace("EPOCHS = 6", "EPOCHS = 3") == code

@@ -108,7 +108,7 @@ def find_knobs(code: str) -> list[Knob]:
         return []
     found: list[Knob] = []
     keys: dict[str, int] = {}
-    lines = code.splitlines()
+    lines = source_lines(code)
 
     def add(key: str, name: str, node: ast.AST, where: str, function: str, keyword: bool = False) -> None:
         value = _number(node)
@@ -230,13 +230,19 @@ def moves(knob: Knob) -> list[tuple[str, float | int]]:
     return res
 
 
+def source_lines(code: str) -> list[str]:
+    """`code`'s lines as the parser numbers them (ends kept): split at \\n, \\r\\n and \\r only,
+    not at the form feeds and other breaks str.splitlines also splits at."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", code)
+
+
 def apply_move(code: str, move: TuningMove) -> str:
     """`code` with the move's knob set to its new value. Raises ValueError when the knob is not
     in `code` at its old value (the code changed since the move was proposed)."""
     knob = next((k for k in find_knobs(code) if k.key == move.key), None)
     if knob is None or not _same(knob.value, move.old):
         raise ValueError(f"the knob {move.key} is not in the code at {move.old_text}")
-    lines = code.splitlines(keepends=True)
+    lines = source_lines(code)
     raw = lines[knob.line - 1].encode()
     lines[knob.line - 1] = (raw[:knob.col] + move.new_text.encode() + raw[knob.end_col:]).decode()
     new = "".join(lines)
