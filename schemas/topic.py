@@ -97,16 +97,20 @@ class ScipipSpec(BaseModel):
 
 
 class IdeationSpec(BaseModel):
-    """How ideas are proposed and filtered (DOLPHIN 3.1); the defaults are DOLPHIN's."""
+    """How ideas are proposed and filtered (DOLPHIN 3.1); the defaults are DOLPHIN's, except that the
+    `tuning` source's hyper-parameter moves join the ranking's ideas (`sources: [ranking]` is
+    DOLPHIN's loop alone)."""
     model_config = ConfigDict(extra="forbid")
     sources: list[IdeaSource] = Field(
-        default_factory=lambda: ["ranking"], min_length=1,
+        default_factory=lambda: ["ranking", "tuning"], min_length=1,
         description="where ideas come from, any non-empty combination, merged (interleaved in this order) before "
         "the filters: ranking = from the papers paper_rankings kept (DOLPHIN); scipip = from papers retrieved by "
         "embedding similarity, shared entities and citation co-occurrence, near-duplicates dropped (SciPIP, "
         "`ideation.scipip`); brainstorm = from the topic and code alone (no papers); tuning = hyper-parameter "
         "moves found in the code without the LLM (`ideation.tuning_moves` per round, kept without the filters, "
-        "within the round's budget; assets/ideas/tuning.py)")
+        "within the round's budget; assets/ideas/tuning.py; a script with no named knob gets none). Default "
+        "[ranking, tuning]: the moves made the loop's only verified improvements on the local model so far "
+        "(bench/RESULTS.md effectiveness); [ranking] alone is DOLPHIN's loop")
     tuning_moves: int = Field(1, ge=1, le=10, description="moves the `tuning` source proposes per round (at most one "
                               "per knob); they take that many of budget.ideas_per_round")
     tuning_fill: bool = Field(True, description="the tuning source also proposes reserve moves (up to "

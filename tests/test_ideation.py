@@ -211,7 +211,7 @@ def test_filtered_idea_frame_round_trip():
 def set_ideation(home, **ideation):
     f = home / "experiments" / TOPIC / "topic.yaml"
     spec = yaml.safe_load(f.read_text())
-    f.write_text(yaml.safe_dump({**spec, "ideation": ideation}))
+    f.write_text(yaml.safe_dump({**spec, "ideation": {"sources": ["ranking"], **ideation}}))
 
 
 def materialize_filter(fake_llm, round_key: str):

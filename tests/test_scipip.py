@@ -43,14 +43,14 @@ def ideation(tmp_path, section: dict) -> IdeationSpec:
     return load_topic(make_topic(tmp_path, "toy", {**VALID, "ideation": section})).ideation
 
 
-def test_sources_default_to_the_ranking_alone(tmp_path):
+def test_sources_default_to_the_ranking_and_the_tuning_moves(tmp_path):
     cfg = load_topic(make_topic(tmp_path, "toy", VALID)).ideation
-    assert cfg.sources == ["ranking"] and cfg.brainstorm is False
+    assert cfg.sources == ["ranking", "tuning"] and cfg.brainstorm is False
     assert cfg.scipip == ScipipSpec() and cfg.scipip.papers == 8 and cfg.scipip.duplicate_threshold == 0.85
 
 
 @pytest.mark.parametrize("section,sources,brainstorm", [
-    ({"brainstorm": True}, ["ranking", "brainstorm"], True),     # the older flag still works
+    ({"brainstorm": True}, ["ranking", "tuning", "brainstorm"], True),     # the older flag still works
     ({"sources": ["scipip", "brainstorm"]}, ["scipip", "brainstorm"], True),
     ({"sources": "scipip"}, ["scipip"], False),                    # one source as a plain string
     ({"sources": ["ranking", "scipip"], "brainstorm": True}, ["ranking", "scipip", "brainstorm"], True),
