@@ -42,8 +42,11 @@ ONLINE_OVERFETCH = 2   # online results lacking an abstract are skipped; fetch t
 
 
 def load_corpus(path: Path) -> list[Paper]:
-    """A corpus/paper file read whole (JSON lines or Parquet with title + abstract/summary)."""
-    return load_papers(path, source="corpus")
+    """A corpus/paper file read whole (JSON lines or Parquet with title + abstract/summary), each
+    paper with the ids it cites from citations.jsonl beside the file (resources/citations.py)."""
+    from resources.citations import corpus_with_references
+
+    return corpus_with_references(load_papers(path, source="corpus"), path)
 
 
 class Literature(dg.ConfigurableResource):

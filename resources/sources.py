@@ -515,8 +515,17 @@ class LocalSource(PaperSource):
         cats = f" [{', '.join(self.categories)}]" if self.categories else ""
         return f"{self.name}: {self.path}{cats}"
 
+    def _with_references(self, papers: list[Paper]) -> list[Paper]:
+        """The `corpus` source's papers carry the ids they cite (citations.jsonl beside the file)."""
+        if self.name != "corpus":
+            return papers
+        from resources.citations import corpus_with_references
+
+        return corpus_with_references(papers, self.path)
+
     def papers(self) -> list[Paper]:
-        return _to_papers(pl.read_parquet(self.folder() / "papers.parquet").iter_rows(named=True), self.name)
+        return self._with_references(
+            _to_papers(pl.read_parquet(self.folder() / "papers.parquet").iter_rows(named=True), self.name))
 
     def search(self, query: str, k: int) -> list[Paper]:
         import bm25s
@@ -538,6 +547,6 @@ class LocalSource(PaperSource):
         rows = (pl.scan_parquet(folder / "papers.parquet").with_row_index("_row")
                 .filter(pl.col("_row").is_in(best)).collect())
         by_row = {r.pop("_row"): r for r in rows.iter_rows(named=True)}
-        papers = _to_papers((by_row[i] for i in best), self.name)
+        papers = self._with_references(_to_papers((by_row[i] for i in best), self.name))
         return [p.model_copy(update={"query": query, "retrieval_score": round(fused[i], 6)})
                 for p, i in zip(papers, best)]

@@ -46,6 +46,9 @@ class Paper(BaseModel):
     source: str = "corpus"
     query: str = ""
     retrieval_score: float = 0.0
+    # ids (in the same source) of the papers this one cites; the shipped corpus reads them from
+    # corpus/citations.jsonl (resources/citations.py), other sources leave the list empty
+    references: list[str] = []
 
 
 class PaperScore(BaseModel):

@@ -2,7 +2,9 @@
 
 Every paper must be well-formed (ids, titles and arXiv ids unique, plausible year, an arXiv id whose
 YYMM prefix agrees with the year, a summary ending in the "Task: ...; input: ...; output: ..." line)
-and must carry a record of the stored public source that confirmed it.
+and must carry a record of the stored public source that confirmed it. The citation edges
+(corpus/citations.jsonl) must join corpus papers forward in time and quote the citing paper's
+reference entry; the corpus source must hand them on as each paper's `references`.
 """
 
 from __future__ import annotations
@@ -199,3 +201,93 @@ def test_pointcloud_labels_cover_the_whole_corpus(papers):
     point-cloud topic, so every corpus paper needs one (most are 'other', not relevant)."""
     labelled = {r["paper_id"] for r in _rows(LABELS / "pointcloud_relevance.jsonl")}
     assert sorted({p["paper_id"] for p in papers} - labelled) == []
+
+
+# -- citation edges among corpus papers (corpus/citations.jsonl, issue 16) ----------------------
+
+CITATIONS = ROOT / "corpus" / "citations.jsonl"
+EDGE_FIELDS = {"citing", "cited", "source", "path", "commit", "evidence"}
+INDEX_FILE = re.compile(r"^file-id:\d+$")  # a file the search tool's index holds without naming its repository
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+MIN_EDGES = 60
+
+
+@pytest.fixture(scope="module")
+def edges() -> list[dict]:
+    return _rows(CITATIONS)
+
+
+def _squash(text: str) -> str:
+    """Letters and digits only, so that a line-break hyphen ("recog- nition") or a dropped one
+    ("Pointvoxel", "rgbd") still matches the title."""
+    return _norm(text).replace(" ", "")
+
+
+def test_citation_edges_join_corpus_papers_forward_in_time(papers, edges):
+    """Both ends are corpus papers, the cited one is not younger than the citing one, no paper
+    cites itself and no edge is listed twice."""
+    by_id = {p["paper_id"]: p for p in papers}
+    assert len(edges) >= MIN_EDGES
+    assert [e for e in edges if set(e) != EDGE_FIELDS] == []
+    assert sorted({e[k] for e in edges for k in ("citing", "cited")} - set(by_id)) == []
+    assert [e for e in edges if e["citing"] == e["cited"]] == []
+    assert [e for e in edges if by_id[e["cited"]]["year"] > by_id[e["citing"]]["year"]] == []
+    assert _dupes((e["citing"], e["cited"]) for e in edges) == []
+
+
+def test_citation_edges_name_their_evidence(papers, edges):
+    """Every edge names the file that is the citing paper's reference list (a GitHub repository,
+    path and commit, or a file id of the search tool's index) and quotes its entry for the cited
+    paper: at most 200 characters that contain the cited paper's title."""
+    by_id = {p["paper_id"]: p for p in papers}
+    bad = []
+    for e in edges:
+        named = SOURCE.match(e["source"]) and e["path"] and COMMIT.match(e["commit"] or "")
+        indexed = e["source"] == "search-tool" and INDEX_FILE.match(e["path"]) and e["commit"] is None
+        if not (named or indexed):
+            bad.append((e["citing"], e["cited"], "source"))
+        if not e["evidence"] or len(e["evidence"]) > 200:
+            bad.append((e["citing"], e["cited"], "evidence length"))
+        elif _squash(by_id[e["cited"]]["title"]) not in _squash(e["evidence"]):
+            bad.append((e["citing"], e["cited"], "the evidence does not show the cited title"))
+    assert bad == []
+
+
+def test_one_source_file_per_citing_paper(edges):
+    """A paper's references come from one reference list, not pieced together from several files."""
+    files: dict[str, set] = {}
+    for e in edges:
+        files.setdefault(e["citing"], set()).add((e["source"], e["path"]))
+    assert {k: v for k, v in files.items() if len(v) > 1} == {}
+
+
+def test_corpus_source_papers_carry_their_references(edges):
+    from assets.ideas.scipip import papers_references
+    from resources.literature import DEFAULT_CORPUS, load_corpus
+    from schemas.frames import to_frame
+    from schemas.records import Paper
+
+    corpus = {p.paper_id: p for p in load_corpus(DEFAULT_CORPUS)}
+    expected: dict[str, set] = {}
+    for e in edges:
+        expected.setdefault(e["citing"], set()).add(e["cited"])
+    assert {"qi2017pointnet", "zhao2021point"} <= set(corpus["misra2021end"].references)
+    assert {pid: set(corpus[pid].references) for pid in expected} == expected
+    assert corpus["qi2017pointnet"].references == []  # cites no corpus paper on record
+    refs = papers_references(to_frame([corpus["misra2021end"], corpus["qi2017pointnet"]], Paper))
+    assert set(refs["misra2021end"]) == expected["misra2021end"] and refs["qi2017pointnet"] == []
+
+
+def test_local_corpus_source_reads_citations_beside_the_file(tmp_path):
+    """The `corpus` source (not a user's dump) attaches the edges of citations.jsonl beside its file."""
+    from resources.sources import LocalSource
+
+    rows = [{"paper_id": pid, "title": f"Paper {pid}", "abstract": f"About {pid}.", "year": 2020}
+            for pid in ("a", "b", "c")]
+    (tmp_path / "papers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "citations.jsonl").write_text(
+        json.dumps({"citing": "c", "cited": "a"}) + "\n" + json.dumps({"citing": "c", "cited": "b"}) + "\n")
+    corpus = LocalSource(tmp_path / "papers.jsonl", None, tmp_path / "index", name="corpus")
+    assert {p.paper_id: p.references for p in corpus.papers()} == {"a": [], "b": [], "c": ["a", "b"]}
+    dump = LocalSource(tmp_path / "papers.jsonl", None, tmp_path / "index", name="dump")
+    assert all(p.references == [] for p in dump.papers())

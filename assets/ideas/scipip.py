@@ -281,7 +281,7 @@ def retrieve(ids: Sequence[str], titles: Sequence[str], vecs: np.ndarray, topic_
 
 def papers_references(papers_frame) -> dict[str, list[str]]:
     """The citation data the round's papers carry: a `references` column (the ids each paper
-    cites) when the literature source provides one; {} otherwise (the shipped corpus has none)."""
+    cites; the shipped corpus fills it from corpus/citations.jsonl); {} when the frame has none."""
     if "references" not in papers_frame.columns:
         return {}
     return {pid: [str(r) for r in (refs or [])]
