@@ -377,3 +377,25 @@ def test_seed0_metrics_reads_the_first_seed_back_from_a_repeated_result():
     repeated = {"accuracy": 0.82, "accuracy_seed0": 0.8, "accuracy_spread": 0.01, "train_loss": 0.41}
     assert seed0_metrics(repeated, "accuracy") == {"accuracy": 0.8, "train_loss": 0.41}
     assert seed0_metrics({"accuracy": 0.8}, "accuracy") == {"accuracy": 0.8}
+
+
+def test_an_idea_written_as_the_same_program_as_an_earlier_idea_is_not_run_twice():
+    """Sentiment r2 of the effectiveness bench: the LLM's 'larger word embeddings' was exactly the
+    round's tuning move EMBED_DIM 64 -> 128, and both ran (the same accuracy twice as evidence).
+    The later idea's copy is a duplicate; with no other draft it is a no-op, with one it runs that."""
+    from assets.patched_code.patching import without_repeated_programs
+
+    def patch(idea: str, codes: list[str]) -> Patch:
+        p = _patch(codes)
+        return p.model_copy(update={"idea_id": f"t/r2/{idea}"})
+
+    move, llm_same, llm_two, other = (patch("tune_embed_dim_up", ["EMBED_DIM = 128"]),
+                                      patch("bigger_embeddings", ["EMBED_DIM = 128"]),
+                                      patch("wider", ["EMBED_DIM = 128", "EMBED_DIM = 96"]),
+                                      patch("bigrams", ["BIGRAMS = True"]))
+    out = without_repeated_programs([move, llm_same, llm_two, other])
+    assert out[0] is move and out[3] is other
+    assert out[1].status == "no_op" and "the same program as t/r2/tune_embed_dim_up draft 0" in out[1].reason
+    assert out[2].status == "ok" and out[2].code == "EMBED_DIM = 96"            # its other draft runs
+    assert [d.status for d in out[2].drafts] == ["duplicate", "ok"]
+    assert running.run_idea(None, out[1], IDEA, None, None, None, None, print).status == "not_implemented"

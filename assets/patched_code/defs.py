@@ -3,7 +3,7 @@ import dagster as dg
 import polars as pl
 
 from assets.experiment_plans.planning import kept_ideas
-from assets.patched_code.patching import make_patch, patch_format
+from assets.patched_code.patching import make_patch, patch_format, without_repeated_programs
 from assets.round_reference.reference import reference_metadata, reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
@@ -32,6 +32,13 @@ def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFra
             p = make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner)
             context.log.info(f"{plan.name}: {p.status}" + (f" ({p.reason})" if p.reason else ""))
             patches.append(p)
+    deduped = without_repeated_programs(patches)  # an idea written as the same program as an earlier one
+    for before, p in zip(patches, deduped):
+        if p is not before:
+            context.log.info(f"{p.idea_id}: {p.status} ({p.reason})" if p.status != "ok" else
+                             f"{p.idea_id}: a draft repeats another idea's program; draft(s) left: "
+                             f"{sum(d.status == 'ok' for d in p.drafts)}")
+    patches = deduped
     df = to_frame(patches, Patch)
     check = expectation_check("patches_compile", df.with_columns(
         ok_compiles=(pl.col("status") != "ok") | (pl.col("compiles") & (pl.col("diff").str.len_chars() > 0))), [

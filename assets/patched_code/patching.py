@@ -130,14 +130,40 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
             d.imports_ok, last_line = self_check(spec, idea, d.code, runner)
             if not d.imports_ok:
                 d.reason = "self-check failed: " + last_line
+    return patch_from_drafts(idea.idea_id, fmt, drafts, resamples)
+
+
+def patch_from_drafts(idea_id: str, fmt: str, drafts: list[Draft], resamples: int = 0) -> Patch:
+    """The Patch of an idea's checked drafts: the first viable one in cheap order (its code, diff
+    and status) with all of them, or the most telling failure when none is viable."""
     order = cheap_order(drafts)
     if not order:
         status, reason = failed_status(drafts)
-        return Patch(idea_id=idea.idea_id, edit_format=fmt, status=status, reason=reason, resamples=resamples,
+        return Patch(idea_id=idea_id, edit_format=fmt, status=status, reason=reason, resamples=resamples,
                      drafts=drafts)
     first = order[0]
-    return Patch(idea_id=idea.idea_id, edit_format=first.edit_format, status="ok", diff=first.diff, code=first.code,
+    return Patch(idea_id=idea_id, edit_format=first.edit_format, status="ok", diff=first.diff, code=first.code,
                  compiles=True, imports_ok=first.imports_ok, reason=first.reason, resamples=resamples, drafts=drafts)
+
+
+def without_repeated_programs(patches: list[Patch]) -> list[Patch]:
+    """The round's patches with every viable draft that is the same program as a viable draft of
+    an idea before it marked a duplicate: its run would be that idea's run, counted twice as
+    evidence (e.g. the LLM's 'larger embeddings' written exactly as the round's tuning move). An
+    idea left with no viable draft is a no-op, so not implemented; the others keep their other
+    drafts."""
+    seen: dict[str, str] = {}
+    out = []
+    for p in patches:
+        if p.status != "ok" or not p.drafts:
+            out.append(p)
+            continue
+        drafts = [d.model_copy(update={"status": "duplicate", "reason": f"the same program as {seen[d.code_sha256]}"})
+                  if d.status == "ok" and d.code_sha256 in seen else d for d in p.drafts]
+        for d in viable(drafts):
+            seen.setdefault(d.code_sha256, f"{p.idea_id} draft {d.index}")
+        out.append(p if drafts == p.drafts else patch_from_drafts(p.idea_id, p.edit_format, drafts, p.resamples))
+    return out
 
 
 def self_check(spec: TopicSpec, idea: FilteredIdea, patched: str, runner) -> tuple[bool, str]:
