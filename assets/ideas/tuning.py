@@ -201,13 +201,13 @@ def _round(value: float, like: float | int) -> float | int:
 
 def moves(knob: Knob) -> list[tuple[str, float | int]]:
     """The knob's candidate values from its current one, as (direction, value), the more often
-    useful first: longer training; a faster then a slower rate; wider then narrower; more then
+    useful first: longer then shorter training; a faster then a slower rate; wider then narrower; more then
     less dropout, weight decay or penalty; one layer more then one fewer; smaller then larger
     batches. Values that round to the current one are left out."""
     k = knob.kind
     v = knob.value if k in _INT_KINDS else float(knob.value)  # C=1 moves to 3.0 and 0.333, not to 3 and 0
-    if k == "training_length":
-        out = [("up", v * 2)]
+    if k == "training_length":  # longer first; shorter when longer did not help (over-fitting)
+        out = [("up", v * 2), ("down", max(1, v // 2))]
     elif k in ("learning_rate", "penalty"):
         out = [("up", v * 3), ("down", v / 3)]
     elif k == "width":
