@@ -581,8 +581,16 @@ def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env:
             log(f"{result.idea_id}: seed 0 gave {result.metric_value:.4g}, not better than the baseline's "
                 f"{'?' if ref is None else f'{ref:.4g}'}: not repeated")
             return result.model_copy(update={"seed_values": [result.metric_value]})
-    values = [result.metric_value]
-    seeds = range(1, n)
+    return with_more_seeds(spec, result, [result.metric_value], n, runner, workdir, env=env, log=log)
+
+
+def with_more_seeds(spec: TopicSpec, result: RunResult, values: list[float], n: int, runner, workdir: Path,
+                    env: dict[str, str] | None = None, log: Callable[[str], None] = print, **extra) -> RunResult:
+    """`result` after its code ran seeds len(values)..n-1 as well (`run_seeds`): the metric
+    becomes the mean of all n values, with their spread and seed 0's value beside it; `extra`
+    fields are set too. A seed that fails fails the result: the change is not robust."""
+    values = list(values)
+    seeds = range(len(values), n)
     for seed, r in zip(seeds, run_seeds(spec, result.final_code, seeds, runner, workdir, result.idea_id, env=env,
                                         log=log)):
         if r.status != "success":
@@ -591,7 +599,7 @@ def repeat_seeds(spec: TopicSpec, result: RunResult, runner, workdir: Path, env:
     mean, spread = seed_summary(values)
     m = spec.metric.name
     return result.model_copy(update={
-        "metric_value": mean, "seed_values": values, "metric_spread": spread,
+        "metric_value": mean, "seed_values": values, "metric_spread": spread, **extra,
         "metrics": {**result.metrics, f"{m}_seed0": values[0], m: mean, f"{m}_spread": spread}})
 
 
@@ -602,7 +610,7 @@ def second_look_seeds(spec: TopicSpec, result: RunResult, reference_values: list
     reference's `reference_values` by more than the tolerance but not significant runs seeds
     n..2n-1, and the reference code the same seeds (`reference_seeds`); the result then carries
     all its 2n values and the reference's 2n (`reference_values`), which the verdict tests at the
-    second look's level. A seed of the idea that fails fails the result, as in `repeat_seeds`;
+    second look's level. A seed of the idea that fails fails the result (`with_more_seeds`);
     reference seeds that fail leave the result at its first look."""
     n = spec.budget.seeds or 1
     if (not spec.budget.second_look or result.status != "success" or result.reference_values or not reference_code
@@ -614,18 +622,8 @@ def second_look_seeds(spec: TopicSpec, result: RunResult, reference_values: list
     if ref is None:
         log(f"{result.idea_id}: the reference's extra seeds failed: the first look stands")
         return result
-    values = list(result.seed_values)
-    more = range(len(values), 2 * n)
-    for seed, r in zip(more, run_seeds(spec, result.final_code, more, runner, workdir, result.idea_id, env=env,
-                                       log=log)):
-        if r.status != "success":
-            return result.model_copy(update={"status": "failed", "reason": f"seed {seed} failed: {r.reason}"})
-        values.append(r.metric_value)
-    mean, spread = seed_summary(values)
-    m = spec.metric.name
-    return result.model_copy(update={
-        "metric_value": mean, "seed_values": values, "metric_spread": spread, "reference_values": ref,
-        "metrics": {**result.metrics, m: mean, f"{m}_spread": spread}})
+    return with_more_seeds(spec, result, result.seed_values, 2 * n, runner, workdir, env=env, log=log,
+                           reference_values=ref)
 
 
 def reference_seeds(spec: TopicSpec, code: str, values: list[float], n: int, runner,
