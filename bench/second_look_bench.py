@@ -59,11 +59,11 @@ def report(record: dict) -> str:
     for r in record["rows"]:
         lines.append(f"| {r['effect_sd']:g} | {r['one_look_improvements']:.3f} | {r['second_looks']:.3f} "
                      f"| {r['improvements']:.3f} |")
-    null = record["rows"][0]
+    null, real = record["rows"][0], [r["second_looks"] for r in record["rows"][1:]]
     lines += ["", f"With nothing to find (effect 0) the rule calls {null['improvements']:.1%} of ideas improvements "
               f"({null['one_look_improvements']:.1%} with one look); the cost is the extra seeds of the "
-              f"{null['second_looks']:.1%} (no effect) to ~45 % (real effects) of ideas given a second look, plus the "
-              "reference's extra seeds once per round."]
+              f"{null['second_looks']:.1%} (no effect) to {min(real):.0%}-{max(real):.0%} (real effects) of ideas "
+              "given a second look, plus the reference's extra seeds once per round."]
     return "\n".join(lines)
 
 
