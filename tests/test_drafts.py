@@ -1,14 +1,18 @@
 """Issue 14, "search, not a line": every kept idea gets several drafts, checked cheaply, near-
 duplicates dropped; the run stage screens and runs the promising ones and keeps the best; the
-local model writes changed definitions named by the plan."""
+local model writes changed definitions named by the plan. On the ray backend an idea's drafts
+fan out (issue 17): screen runs together, full runs in waves of the promote budget."""
+import threading
+import time
+
 import pytest
 
 from assets.patched_code.drafts import cheap_order, failed_status, mark_duplicate, program_hash
 from assets.run_results import running
 from assets.run_results.experimenting import RunTarget
-from assets.run_results.screening import full_run_order, pick_best
+from assets.run_results.screening import full_run_order, next_wave, pick_best
 from schemas.records import Draft, DraftRun, ExperimentPlan, FilteredIdea, Patch, RunResult
-from schemas.topic import TopicSpec, TopicSpecError, load_topic
+from schemas.topic import ExecutionSpec, TopicSpec, TopicSpecError, load_topic
 
 
 def _spec(home, **budget) -> TopicSpec:
@@ -215,8 +219,8 @@ class FakeRuns:
 
 @pytest.fixture
 def fake_runs(monkeypatch):
-    def install(table, extra=None):
-        f = FakeRuns(table, extra)
+    def install(table, extra=None, fake=None):
+        f = fake or FakeRuns(table, extra)
         monkeypatch.setattr(running, "run_with_repair", f.run_with_repair)
         monkeypatch.setattr(running, "repeat_seeds", f.repeat_seeds)
         monkeypatch.setattr(running, "track_idea", lambda *a, **k: None)
@@ -226,7 +230,7 @@ def fake_runs(monkeypatch):
 
 def _run(spec, patch, **kw):
     return running.run_idea(spec, patch, IDEA, llm=None, runner=None, tracker=None, parent_run=None,
-                            log=lambda m: None, **kw)
+                            **{"log": lambda m: None, **kw})
 
 
 def test_drafts_are_searched_and_the_best_is_kept(home, fake_runs):
@@ -295,6 +299,126 @@ def test_screening_rule_minimises_too():
             1: DraftRun(index=1, status="success", metric_value=0.4), 2: DraftRun(index=2, status="failed")}
     assert pick_best([0, 1, 2], done, "minimize") == 1 and pick_best([0, 1, 2], done, "maximize") == 0
     assert pick_best([2], done, "maximize") is None
+
+
+# -- the ray backend: an idea's drafts fan out (issue 17) -----------------------------------------
+
+SCREEN = "python experiment.py --screen --out_dir {out_dir}"
+
+
+def _ray(spec: TopicSpec) -> TopicSpec:
+    return spec.model_copy(update={"execution": ExecutionSpec(backend="ray")})
+
+
+class TogetherRuns(FakeRuns):
+    """FakeRuns whose runs take a moment and are counted while in flight: the runs named in
+    `meet` ((kind, code), kind "screen" or "full") wait at `barrier`, which opens only when all of
+    them are in flight at once; codes in `boom` raise after it. `finished`: the runs that
+    returned; `workdirs`: each run's work dir."""
+
+    def __init__(self, table, barrier: threading.Barrier | None = None, meet=(), boom=()):
+        super().__init__(table)
+        self.barrier, self.meet, self.boom = barrier, set(meet), set(boom)
+        self.lock = threading.Lock()
+        self.active = self.max_active = 0
+        self.finished, self.workdirs = [], {}
+
+    def run_with_repair(self, target, code, *, workdir, **kw):
+        kind = "screen" if isinstance(target, RunTarget) and "--screen" in target.command else "full"
+        with self.lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            self.workdirs[(kind, code)] = workdir
+        try:
+            if (kind, code) in self.meet:
+                self.barrier.wait()
+            if code in self.boom:
+                raise RuntimeError(f"no sandbox for {code}")
+            time.sleep(0.05)  # a run takes a while: one not waited for would not have finished
+            r = super().run_with_repair(target, code, workdir=workdir, **kw)
+            with self.lock:
+                self.finished.append((kind, code))
+            return r
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def test_next_wave_is_one_draft_locally_and_the_missing_successes_on_ray():
+    runs = {i: DraftRun(index=i) for i in range(4)}
+    assert next_wave([2, 0, 1, 3], runs, 2) == [2] and next_wave([2, 0, 1, 3], runs, 2, together=True) == [2, 0]
+    runs[2] = DraftRun(index=2, promoted=True, status="success", metric_value=0.5)
+    runs[0] = DraftRun(index=0, promoted=True, status="failed")
+    assert next_wave([2, 0, 1, 3], runs, 2, together=True) == [1] == next_wave([2, 0, 1, 3], runs, 2)
+    assert next_wave([2, 0, 1, 3], runs, 4, together=True) == [1, 3]  # no more than the ranking holds
+    assert next_wave([2, 0, 1, 3], runs, 1, together=True) == [] == next_wave([2, 0, 1, 3], runs, 1)  # enough
+    done = {i: r.model_copy(update={"promoted": True}) for i, r in runs.items()}
+    assert next_wave([2, 0, 1, 3], done, 2, together=True) == []  # the ranking is spent
+
+
+def test_on_ray_the_full_runs_go_in_waves_of_the_promote_budget(home, fake_runs):
+    """promote 2, three drafts: the first two full runs are in flight together (the barrier opens
+    only then); the third runs only when one of them failed, in a wave of its own. The records
+    and the chosen draft are the ones the local backend gives."""
+    spec = _spec(home, promote=2)
+    for table, full, chosen in [({"a": (None, 0.80), "b": (None, 0.85), "c": (None, 0.90)}, ["a", "b"], 1),
+                                ({"a": (None, None), "b": (None, 0.85), "c": (None, 0.90)}, ["a", "b", "c"], 2)]:
+        first_two = {("full", "a"), ("full", "b")}
+        runs = fake_runs(table, fake=TogetherRuns(table, threading.Barrier(2, timeout=20), first_two))
+        logs: list[str] = []
+        r = _run(_ray(spec), _patch(["a", "b", "c"]), log=logs.append)
+        assert sorted(runs.full[:2]) == ["a", "b"] and runs.full[2:] == full[2:] and runs.max_active == 2
+        assert r.draft == chosen and runs.seeded == ["abc"[chosen]]
+        assert [m for m in logs if "submitted together" in m] == [f"{IDEA.idea_id}: full runs of drafts 0, 1 "
+                                                                  "submitted together"]
+        assert len({str(w) for w in runs.workdirs.values()}) == len(full)  # a work dir per draft
+        local = fake_runs(table)
+        assert _run(spec, _patch(["a", "b", "c"])).model_dump() == r.model_dump() and local.full == full
+
+
+def test_on_ray_the_screen_runs_of_all_drafts_go_together(home, fake_runs):
+    spec = _spec(home, promote=1).model_copy(update={"screen": SCREEN})
+    table = {"a": (0.70, 0.80), "b": (0.75, 0.86), "c": (None, 0.99)}
+    meet = {("screen", c) for c in "abc"}
+    runs = fake_runs(table, fake=TogetherRuns(table, threading.Barrier(3, timeout=20), meet))
+    logs: list[str] = []
+    r = _run(_ray(spec), _patch(["a", "b", "c"]), log=logs.append)
+    assert sorted(runs.screen) == ["a", "b", "c"] and runs.max_active == 3 and runs.full == ["b"]
+    assert f"{IDEA.idea_id}: screen runs of drafts 0, 1, 2 submitted together" in logs
+    assert [str(runs.workdirs[("screen", c)].relative_to(home / "dagster_home")) for c in "abc"] == [
+        f"workspaces/toy_classification/r1/x/draft-{k}/screen" for k in range(3)]
+    fake_runs(table)
+    assert _run(spec, _patch(["a", "b", "c"])).model_dump() == r.model_dump()
+
+
+def test_on_the_local_backend_drafts_still_run_one_at_a_time(home, fake_runs, monkeypatch):
+    monkeypatch.delenv("RESEARCHLOOP_BACKEND", raising=False)
+    table = {"a": (0.9, None), "b": (0.8, 0.85), "c": (0.7, 0.90), "d": (None, 0.95)}
+    logs: list[str] = []
+    runs = fake_runs(table, fake=TogetherRuns(table))
+    r = _run(_spec(home, promote=2), _patch(["a", "b", "c", "d"]), log=logs.append)
+    assert runs.full == ["a", "b", "c"] and runs.max_active == 1 and r.draft == 2
+    runs = fake_runs(table, fake=TogetherRuns(table))
+    r = _run(_spec(home, promote=2).model_copy(update={"screen": SCREEN}), _patch(["a", "b", "c", "d"]),
+             log=logs.append)
+    assert runs.screen == ["a", "b", "c", "d"] and runs.full == ["a", "b", "c"] and runs.max_active == 1
+    assert not [m for m in logs if "submitted together" in m]
+
+
+def test_on_ray_an_exception_in_one_drafts_run_is_raised_after_the_others_finished(home, fake_runs):
+    table = {"a": (0.9, 0.8), "b": (0.8, 0.85), "c": (0.7, 0.90)}
+    runs = fake_runs(table, fake=TogetherRuns(table, threading.Barrier(2, timeout=20),
+                                              {("full", "a"), ("full", "b")}, boom={"a"}))
+    with pytest.raises(RuntimeError, match="no sandbox for a"):
+        _run(_ray(_spec(home, promote=2)), _patch(["a", "b", "c"]))
+    assert runs.finished == [("full", "b")] and "c" not in runs.full  # b ran to its end, no wave after
+    # the same for a screen run
+    spec = _ray(_spec(home, promote=1).model_copy(update={"screen": SCREEN}))
+    runs = fake_runs(table, fake=TogetherRuns(table, threading.Barrier(3, timeout=20),
+                                              {("screen", c) for c in "abc"}, boom={"b"}))
+    with pytest.raises(RuntimeError, match="no sandbox for b"):
+        _run(spec, _patch(["a", "b", "c"]))
+    assert sorted(runs.finished) == [("screen", "a"), ("screen", "c")] and runs.full == []
 
 
 def test_screen_field_needs_out_dir(tmp_path):

@@ -3,8 +3,8 @@
 The block's backend and Ray request travel TopicSpec -> RunTarget -> Runner.run(execution=) ->
 run_on_ray's task options, the topic's fields winning over the environment's; a result's extra
 seeds and the baseline's seeds run side by side on the ray backend and one after the other on
-the local one, each memoised. No cluster here: fake runners and a fake `ray` module (the real
-cluster test is in tests/test_ray_backend.py)."""
+the local one, each memoised, and so do an idea's drafts (each in its own folder). No cluster
+here: fake runners and a fake `ray` module (the real cluster test is in tests/test_ray_backend.py)."""
 from __future__ import annotations
 
 import sys
@@ -282,6 +282,61 @@ def test_the_baselines_seeds_run_side_by_side_on_ray_and_stay_memoised(tmp_path)
     assert baseline_values(spec, runner) == pytest.approx([0.80, 0.81, 0.82])
     assert runner.seeds()[0] == 0 and sorted(runner.seeds()[1:]) == [1, 2] and runner.max_active == 2
     assert baseline_values(spec, runner) == pytest.approx([0.80, 0.81, 0.82]) and len(runner.calls) == 3
+
+
+class DraftRunner(FakeRunner):
+    """FakeRunner whose full runs of drafts 0 and 1 wait for each other at `together` (only runs
+    in flight at once get through); `drafts`: the draft folder of each call, in call order."""
+
+    def __init__(self, together: threading.Barrier | None = None, **kw):
+        super().__init__(**kw)
+        self.together, self.drafts = together, []
+
+    def run(self, command, workdir, timeout_s, env=None, memory_mb=None, hide=(), **kw):
+        draft = Path(workdir).parent.name
+        with self.lock:
+            self.drafts.append(draft)
+        if self.together is not None and draft in ("draft-0", "draft-1"):
+            self.together.wait()
+        return super().run(command, workdir, timeout_s, env=env, memory_mb=memory_mb, hide=hide, **kw)
+
+
+def test_an_ideas_drafts_run_together_on_ray_in_their_own_folders_and_a_resumed_step_redoes_none(tmp_path,
+                                                                                               monkeypatch):
+    """The real run_with_repair: promote 2, three drafts, on ray drafts 0 and 1 run at once, each
+    in its workspaces/.../draft-<i> (memo, attempts, logs); the third never runs. Run again (a
+    resumed step) nothing runs; with draft 1's memo gone only draft 1 runs again."""
+    from assets.patched_code.drafts import program_hash
+    from assets.run_results import running
+    from schemas.records import Draft, FilteredIdea, Patch
+
+    monkeypatch.setattr(running, "track_idea", lambda *a, **k: None)
+    spec = topic(tmp_path, {"backend": "ray"}, seeds=1, promote=2)
+    codes = [SCRIPT + f"# draft {k}\n" for k in range(3)]
+    drafts = [Draft(index=k, edit_format="whole", status="ok", code=c, code_sha256=program_hash(c), diff=f"d{k}")
+              for k, c in enumerate(codes)]
+    patch = Patch(idea_id="seedy/r1/x", edit_format="whole", status="ok", code=codes[0], diff="d0", compiles=True,
+                  drafts=drafts)
+    idea = FilteredIdea(idea_id="seedy/r1/x", topic="seedy", round="r1", name="x", title="x", experiment="x",
+                        summary="x", max_similarity=0.0, independent=True, novel=True, kept=True)
+
+    def run(runner) -> RunResult:
+        return running.run_idea(spec, patch, idea, llm=None, runner=runner, tracker=None, parent_run=None,
+                                log=lambda m: None)
+
+    runner = DraftRunner(together=threading.Barrier(2, timeout=20))
+    first = run(runner)
+    assert sorted(runner.drafts) == ["draft-0", "draft-1"]  # together: one after the other breaks the barrier
+    assert first.status == "success" and first.draft == 0 and [d.promoted for d in first.drafts] == [True, True, False]
+    root = tmp_path / "home" / "workspaces" / "seedy" / "r1" / "x"
+    for k in (0, 1):
+        folder = root / f"draft-{k}"
+        assert len(list(folder.glob("result-*.json"))) == 1 and (folder / "attempt-1").is_dir()
+    again = DraftRunner()
+    assert run(again).model_dump() == first.model_dump() and again.drafts == []  # resumed: nothing runs
+    for memo in (root / "draft-1").glob("result-*.json"):
+        memo.unlink()
+    assert run(again).model_dump() == first.model_dump() and again.drafts == ["draft-1"]
 
 
 # --------------------------------------------------------------------------- the second look

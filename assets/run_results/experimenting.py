@@ -681,9 +681,9 @@ def run_seeds(spec: TopicSpec, code: str, seeds: Sequence[int], runner, workdir:
 
 def _each_in_a_thread(fn: Callable, items: list) -> list[tuple[object, BaseException | None]]:
     """fn(item) for all items at once, one thread each (the caller bounds their number: seeds are
-    at most 10); (result, exception) per item, in item order. Daemon threads: a step cancelled
-    while they wait on their Ray tasks can still exit (Ray then ends the tasks of the gone
-    process), where a ThreadPoolExecutor's threads would be waited for at exit."""
+    at most 10, an idea's drafts at most 8); (result, exception) per item, in item order. Daemon
+    threads: a step cancelled while they wait on their Ray tasks can still exit (Ray then ends the
+    tasks of the gone process), where a ThreadPoolExecutor's threads would be waited for at exit."""
     out: list[tuple[object, BaseException | None]] = [(None, None)] * len(items)
 
     def work(i: int, item) -> None:
@@ -699,6 +699,17 @@ def _each_in_a_thread(fn: Callable, items: list) -> list[tuple[object, BaseExcep
     for t in threads:
         t.join()
     return out
+
+
+def each_at_once(fn: Callable, items: list) -> list:
+    """fn(item) for all items at once (`_each_in_a_thread`), the results in item order; an
+    exception raised for one item is raised once all have finished (the first in item order,
+    where a loop one after the other would have raised it)."""
+    outcomes = _each_in_a_thread(fn, items)
+    for _, error in outcomes:
+        if error is not None:
+            raise error
+    return [r for r, _ in outcomes]
 
 
 def baseline_values(spec: TopicSpec, runner, env: dict[str, str] | None = None,

@@ -4,10 +4,18 @@ import math
 import re
 
 from assets.patched_code.drafts import cheap_order, program_hash
-from assets.run_results.experimenting import OUT_DIR, RunTarget, repeat_seeds, run_with_repair, second_look_seeds
-from assets.run_results.screening import RULE_CHEAP, RULE_SCREENED, enough, full_run_order, pick_best
+from assets.run_results.experimenting import (
+    OUT_DIR,
+    RunTarget,
+    each_at_once,
+    repeat_seeds,
+    run_with_repair,
+    second_look_seeds,
+)
+from assets.run_results.screening import RULE_CHEAP, RULE_SCREENED, full_run_order, next_wave, pick_best
 from resources.llm import LLM
 from resources.paths import under_home
+from resources.runner import chosen_backend
 from resources.safe_io import read_text_or
 from resources.tracker import Tracker
 from schemas.records import Draft, DraftRun, FilteredIdea, Patch, RunResult
@@ -82,7 +90,14 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
     what the reference code's seed-0 run reported; a full run that reports the same is failed
     too (`no_effect`), so the next draft gets its full run, and an idea left with only such runs
     is not implemented. `reference_values`: the reference code's seed values, against which a
-    better but not yet significant result gets its second look (experimenting.second_look_seeds)."""
+    better but not yet significant result gets its second look (experimenting.second_look_seeds).
+
+    On the ray backend (`chosen_backend`, as for the seeds) the drafts' screen runs are submitted
+    together, and the full runs go in waves (screening.next_wave): the next `promote` minus
+    successes so far drafts at once, until `promote` succeeded; those are the drafts the local
+    backend runs one after the other, with the same records and the same choice. Each draft has
+    its own work dir (draft-<i>), so its runs are memoised as alone; an exception in one draft's
+    run is raised once the others of its wave have finished."""
     if patch.status == "no_op":
         return RunResult(idea_id=patch.idea_id, status="not_implemented", reason=patch.reason)
     if patch.status != "ok":
@@ -99,30 +114,42 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
     def workdir(i: int):
         return root if single else root / f"draft-{i}"
 
+    together = chosen_backend(spec.execution) == "ray"
+
+    def each(run, which: list[int], what: str) -> list[RunResult]:
+        """run(i) for the drafts `which`: at once on the ray backend, else one after the other."""
+        if together and len(which) > 1:
+            log(f"{patch.idea_id}: {what} of drafts {', '.join(map(str, which))} submitted together")
+            return each_at_once(run, which)
+        return [run(i) for i in which]
+
+    def screen_run(i: int) -> RunResult:
+        return run_with_repair(RunTarget.of_topic(spec, "screen"), drafts[i].code, runner=runner, llm=None,
+                               workdir=workdir(i) / "screen", idea_id=patch.idea_id, title=idea.title, max_repairs=0,
+                               edit_format=drafts[i].edit_format, log=say(i), env=env)
+
+    def full_run(i: int) -> RunResult:
+        r = run_with_repair(spec, drafts[i].code, runner=runner, llm=llm, workdir=workdir(i), idea_id=patch.idea_id,
+                            title=idea.title, max_repairs=spec.budget.debug_attempts,
+                            edit_format=drafts[i].edit_format, log=say(i), env=env)
+        r = no_effect(undone(r, reference_code), reference_metrics or {})
+        if not_the_idea(r):
+            say(i)(f"{patch.idea_id}: {r.reason}")
+        return r
+
     screened = None
     if spec.screen and len(cheap) > spec.budget.promote:  # rung 0: one short run per draft, no repairs
-        target = RunTarget.of_topic(spec, "screen")
-        for i, d in drafts.items():
-            r = run_with_repair(target, d.code, runner=runner, llm=None, workdir=workdir(i) / "screen",
-                                idea_id=patch.idea_id, title=idea.title, max_repairs=0, edit_format=d.edit_format,
-                                log=say(i), env=env)
+        for i, r in zip(cheap, each(screen_run, cheap, "screen runs")):
             runs[i].screen_status, runs[i].screen_value, runs[i].screen_reason = r.status, r.metric_value, r.reason
         screened = runs
     order = full_run_order(cheap, screened, spec.metric.goal)
     results = {}
-    for i in order:  # rung 1: full runs with the repair search, down the ranking
-        d = drafts[i]
-        r = run_with_repair(spec, d.code, runner=runner, llm=llm, workdir=workdir(i), idea_id=patch.idea_id,
-                            title=idea.title, max_repairs=spec.budget.debug_attempts, edit_format=d.edit_format,
-                            log=say(i), env=env)
-        r = no_effect(undone(r, reference_code), reference_metrics or {})
-        if not_the_idea(r):
-            say(i)(f"{patch.idea_id}: {r.reason}")
-        results[i] = r
-        runs[i] = runs[i].model_copy(update={"promoted": True, "status": r.status, "metric_value": r.metric_value,
-                                             "reason": r.reason, "n_attempts": r.n_attempts})
-        if enough(runs, spec.budget.promote):
-            break
+    # rung 1: full runs with the repair search, down the ranking, until `promote` succeeded
+    while wave := next_wave(order, runs, spec.budget.promote, together):
+        for i, r in zip(wave, each(full_run, wave, "full runs")):
+            results[i] = r
+            runs[i] = runs[i].model_copy(update={"promoted": True, "status": r.status, "metric_value": r.metric_value,
+                                                 "reason": r.reason, "n_attempts": r.n_attempts})
     chosen = pick_best(order, runs, spec.metric.goal)
     chosen = order[0] if chosen is None else chosen
     if not single:

@@ -13,6 +13,8 @@ The rule (successive halving with two rungs, the second of size `budget.promote`
    leaves an idea with fewer runs than no screening would.
    Without `screen:` (or with no more viable drafts than `promote`) the ranking is the cheap
    order itself: the full runs stop at the first success when promote = 1.
+   On the ray backend the screen runs go together and the full runs go in waves (`next_wave`):
+   each wave submits the next `promote` minus successes so far drafts at once.
 3. The idea's result is the successful full run with the best metric (ties: the earlier in the
    ranking); only it repeats its seeds (assets/run_results/experimenting.py `repeat_seeds`). With
    no success, the result is the first full run's failure.
@@ -52,6 +54,18 @@ def full_run_order(cheap: list[int], runs: dict[int, DraftRun] | None, goal: str
 def enough(runs: dict[int, DraftRun], promote: int) -> bool:
     """Stop giving full runs: `promote` drafts have succeeded."""
     return sum(r.status == "success" for r in runs.values()) >= promote
+
+
+def next_wave(order: list[int], runs: dict[int, DraftRun], promote: int, together: bool = False) -> list[int]:
+    """The drafts of `order` whose full runs go next: none once `enough`; else the next ones not
+    yet promoted, one (`together` False: one after the other) or as many as successes are still
+    missing, at least one (`together`: submitted at once, the ray backend). The sequential path
+    would run every draft of such a wave too (even if all of them succeed, it needs that many),
+    so waves run exactly the drafts it runs, only sooner."""
+    if enough(runs, promote):
+        return []
+    size = max(1, promote - sum(r.status == "success" for r in runs.values())) if together else 1
+    return [i for i in order if not runs[i].promoted][:size]
 
 
 def pick_best(order: list[int], runs: dict[int, DraftRun], goal: str) -> int | None:
