@@ -15,7 +15,6 @@ import contextlib
 import copy
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 from resources.llm_limits import limited_http_client, limits_for
 from resources.local_llm import LocalLLM
 from resources.paths import under_home
+from resources.safe_io import atomic_write_text
 from resources.settings import llm_endpoint, settings
 from resources.timing_log import LLM as SPAN_LLM
 from resources.timing_log import log_span
@@ -172,11 +172,9 @@ class ResponseCache:
         return None
 
     def put(self, key: str, value: dict) -> None:
-        p = self._path(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(value))
-        tmp.replace(p)  # atomic: a killed run never leaves half an entry
+        # atomic, under a temp name no other writer (process or thread: drafts repair side by side
+        # on the ray backend) uses: a killed run never leaves half an entry
+        atomic_write_text(self._path(key), json.dumps(value))
 
     def prune(self, max_age_s: float) -> int:
         """Delete entries older than max_age_s; returns how many."""
