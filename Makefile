@@ -88,6 +88,12 @@ bench-ranking-similarity: setup
 bench-second-look: setup
 	$(PY) -m bench.second_look_bench
 
+# bench-embed-parallel: the real embedder's papers/s building a generated dump's embedding chunks with 1 and 2
+# local workers (RESEARCHLOOP_EMBED_WORKERS; minutes, no LLM): bench/records/embed_parallel.json and the
+# section embed_parallel
+bench-embed-parallel: setup
+	$(PY) -m bench.embed_parallel_bench
+
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench

@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     categories: str = Field("", description="RESEARCHLOOP_CATEGORIES: arXiv categories to keep, comma-separated")
     embedder: str = Field("", description="RESEARCHLOOP_EMBEDDER: a sentence-transformers name or path; "
                           "empty: the bundled all-MiniLM-L6-v2")
+    embed_workers: int = Field(1, ge=1, description="RESEARCHLOOP_EMBED_WORKERS: chunks of a dump embedded at "
+                               "once while its index is built (local backend: spawned processes, each loading "
+                               "the embedder; RESEARCHLOOP_BACKEND=ray: Ray tasks); 1: one after another in the step")
+    embed_ray_cpus: float = Field(1.0, gt=0, description="RESEARCHLOOP_EMBED_RAY_CPUS: CPUs one embedding task "
+                                  "asks Ray for (also its torch threads)")
     semantic_scholar_api_key: SecretStr = Field(SecretStr(""), validation_alias=AliasChoices(
         "SEMANTIC_SCHOLAR_API_KEY"), description="optional Semantic Scholar key (secret)")
     openalex_mailto: str = Field("", validation_alias=AliasChoices("OPENALEX_MAILTO"),

@@ -8,8 +8,10 @@ the embeddings by the embedding model. Later searches load the BM25 index memory
 memory-map the embeddings and read only the rows they return: nothing is re-embedded.
 
 Embeddings are written in chunk files of EMBED_CHUNK papers, each renamed into place when
-complete: a killed build resumes at the first missing chunk, and the index of a dump that grew
-by appending (its first papers verified by digest) reuses the old index's chunks. From ANN_MIN
+complete: a killed build resumes with the missing chunks, and the index of a dump that grew
+by appending (its first papers verified by digest) reuses the old index's chunks. Missing chunks
+are embedded RESEARCHLOOP_EMBED_WORKERS at a time (worker processes, or Ray tasks on the ray
+backend; `_embedded`); this process writes every chunk file. From ANN_MIN
 papers the embedding side searches a faiss HNSW index built once next to the chunks."""
 from __future__ import annotations
 
@@ -20,16 +22,18 @@ import logging
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import polars as pl
 
+from resources.settings import settings
 from schemas.records import Paper
 
 log = logging.getLogger("researchloop.literature")
@@ -374,22 +378,160 @@ def _reuse_chunks(folder: Path, key: str, chunk_dir: Path) -> int:
     return reused
 
 
-def _embed_chunk(lf: pl.LazyFrame, start: int, stop: int, embedder, path: Path) -> None:
-    """Embed rows [start, stop) in batches of EMBED_BATCH into a private file renamed into place."""
-    parts = []
-    for s in range(start, stop, EMBED_BATCH):
-        rows = lf.slice(s, min(EMBED_BATCH, stop - s)).collect().iter_rows()
-        parts.append(np.asarray(embedder.encode([doc_text(t, a) for t, a in rows]), dtype=np.float32))
+def chunk_texts(lf: pl.LazyFrame, start: int, stop: int) -> list[str]:
+    """The texts of rows [start, stop) as the embedder reads them."""
+    return [doc_text(t, a) for t, a in lf.slice(start, stop - start).collect().iter_rows()]
+
+
+def encode_chunk(embedder, texts: Sequence[str], batch: int) -> np.ndarray:
+    """A chunk's texts embedded `batch` at a time, float32, in row order: the one encoding of a
+    chunk, whether it runs in the step, in a worker process or in a Ray task."""
+    return np.concatenate([np.asarray(embedder.encode(list(texts[s:s + batch])), dtype=np.float32)
+                           for s in range(0, len(texts), batch)])
+
+
+def save_chunk(path: Path, vecs: np.ndarray) -> None:
+    """Write a chunk under a private name and rename it into place (a killed build leaves none)."""
     tmp = _private(path)
-    np.save(tmp, np.concatenate(parts))
+    np.save(tmp, vecs)
     tmp.replace(path)
 
 
-def embedding_chunks(folder: Path, n: int, embedder) -> list[Path]:
+# ---- embedding chunks elsewhere: worker processes (local backend) or Ray tasks
+
+_REBUILT: dict[str, object] = {}   # in a worker process: the embedders rebuilt there, by spec
+
+
+def encode_elsewhere(spec: tuple, texts: Sequence[str], batch: int, threads: int) -> np.ndarray:
+    """`encode_chunk` in a worker process (a local pool's or a Ray worker's): the embedder is
+    rebuilt from its `rebuild_spec()` once per process and kept; torch gets `threads` threads
+    (the variables before torch is first imported, set_num_threads once it is)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    key = repr(spec)
+    if key not in _REBUILT:
+        factory, kwargs = spec
+        _REBUILT[key] = factory(**kwargs)
+    return encode_chunk(_REBUILT[key], texts, batch)
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _as_finished(todo: Sequence[tuple[int, int]], submit, next_done, limit: int) -> Iterator[tuple]:
+    """Submit the chunks in order, at most `limit` in flight (each holds its texts, then its
+    vectors, in memory); yield ((start, stop), vectors) as each finishes."""
+    queue, in_flight = list(todo), 0
+    while queue or in_flight:
+        while queue and in_flight < limit:
+            submit(queue.pop(0))
+            in_flight += 1
+        done = next_done()
+        in_flight -= 1
+        yield done
+
+
+def _on_pool(todo, texts_of, spec: tuple, workers: int, batch: int) -> Iterator[tuple]:
+    """The chunks embedded by `workers` spawned processes, each with max(1, cores // workers)
+    torch threads."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    threads = max(1, _cores() // workers)
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    pending: dict = {}
+
+    def submit(ab):
+        pending[pool.submit(encode_elsewhere, spec, texts_of(*ab), batch, threads)] = ab
+
+    def next_done():
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        f = min(done, key=pending.__getitem__)
+        return pending.pop(f), f.result()
+
+    finished = False
+    try:
+        yield from _as_finished(todo, submit, next_done, 2 * workers)
+        finished = True
+    finally:
+        if not finished:   # an error or an interrupt: stop the workers (their chunks would be dropped)
+            for proc in list((pool._processes or {}).values()):  # 3.11 has no public way (3.14: terminate_workers)
+                proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _on_ray(todo, texts_of, spec: tuple, workers: int, batch: int) -> Iterator[tuple]:
+    """Each chunk a Ray task asking for RESEARCHLOOP_EMBED_RAY_CPUS CPUs (its torch threads), at
+    most `workers` at once; its texts go to the task and its vectors come back (no shared disk
+    needed), retried on a lost worker like an attempt (RESEARCHLOOP_RAY_RETRIES)."""
+    import ray
+
+    s = settings()
+    task = ray.remote(encode_elsewhere).options(num_cpus=s.embed_ray_cpus, max_retries=s.ray_retries,
+                                                retry_exceptions=False, name="researchloop-embed")
+    pending: dict = {}
+
+    def submit(ab):
+        pending[task.remote(spec, texts_of(*ab), batch, max(1, int(s.embed_ray_cpus)))] = ab
+
+    def next_done():
+        [ref], _ = ray.wait(list(pending), num_returns=1)
+        return pending.pop(ref), ray.get(ref)
+
+    try:
+        yield from _as_finished(todo, submit, next_done, workers)
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+
+
+def _embedded(lf: pl.LazyFrame, todo: Sequence[tuple[int, int]], embedder, workers: int) -> Iterator[tuple]:
+    """((start, stop), vectors) of each chunk of `todo`, in the order they finish. One worker
+    (or one chunk to do): in this process, one chunk after another. More: by worker processes
+    (RESEARCHLOOP_BACKEND=local) or Ray tasks (ray), each rebuilding the embedder from its
+    `rebuild_spec()`; an embedder without one (a test's fake), or a step that is itself a daemonic
+    process (which may not start processes), embeds in this process, and says so in the log."""
+    import multiprocessing as mp
+
+    texts_of = functools.partial(chunk_texts, lf)
+    workers = min(workers, len(todo))
+    spec = getattr(embedder, "rebuild_spec", None)
+    ray_backend = settings().backend == "ray"
+    if workers > 1 and spec is None:
+        log.info("embedder %s cannot be rebuilt in another process (no rebuild_spec): embedding %d chunks in "
+                 "this process instead of %d workers", type(embedder).__name__, len(todo), workers)
+    elif workers > 1 and not ray_backend and mp.current_process().daemon:
+        log.info("a daemonic process cannot start workers: embedding %d chunks in this process", len(todo))
+    elif workers > 1:
+        if ray_backend:
+            try:
+                from resources.ray_backend import connect
+
+                connect()
+            except Exception as e:  # noqa: BLE001 (no cluster, or no ray: the index is still built)
+                log.warning("embedding on Ray: cannot reach the cluster (%s: %s); using %d local processes",
+                            type(e).__name__, e, workers)
+            else:
+                log.info("embedding %d chunks as Ray tasks, %d at once", len(todo), workers)
+                yield from _on_ray(todo, texts_of, spec(), workers, EMBED_BATCH)
+                return
+        log.info("embedding %d chunks in %d worker processes", len(todo), workers)
+        yield from _on_pool(todo, texts_of, spec(), workers, EMBED_BATCH)
+        return
+    for a, b in todo:
+        yield (a, b), encode_chunk(embedder, texts_of(a, b), EMBED_BATCH)
+
+
+def embedding_chunks(folder: Path, n: int, embedder, workers: int | None = None) -> list[Path]:
     """The embedding chunk files of every paper for this embedder model, in row order, built
     once: each chunk of EMBED_CHUNK papers is written under a private name and renamed into
-    place when complete, so a killed build resumes at the first missing chunk, and chunks of the
-    index of a shorter version of the same dump are reused (`_reuse_chunks`)."""
+    place when complete, so a killed build resumes with the missing chunks, and chunks of the
+    index of a shorter version of the same dump are reused (`_reuse_chunks`). `workers` chunks
+    are embedded at once (None: RESEARCHLOOP_EMBED_WORKERS, see `_embedded`); whoever embeds a
+    chunk, this process writes it, so the files are the same as one worker's."""
     key = _model_key(embedder)
     chunk_dir = folder / f"emb-{key}"
     done = _chunk_ranges(chunk_dir) if chunk_dir.is_dir() else {}
@@ -403,12 +545,13 @@ def embedding_chunks(folder: Path, n: int, embedder) -> list[Path]:
             plan = chunk_plan(done, n, EMBED_CHUNK)
         todo = [(a, b) for a, b in plan if done.get(a) != b]
         lf = pl.scan_parquet(folder / "papers.parquet").select("title", "abstract")
+        total = sum(b - a for a, b in todo)
         t0, embedded = time.monotonic(), 0
-        for a, b in todo:
-            _embed_chunk(lf, a, b, embedder, chunk_dir / _chunk_name(a, b))
+        for (a, b), vecs in _embedded(lf, todo, embedder, settings().embed_workers if workers is None else workers):
+            save_chunk(chunk_dir / _chunk_name(a, b), vecs)
             embedded += b - a
-            log.info("embedded %d/%d papers (%d to go, %.1f papers/s)", b, n,
-                     sum(y - x for x, y in todo) - embedded, embedded / max(time.monotonic() - t0, 1e-9))
+            log.info("embedded papers %d-%d: %d/%d papers (%d to go, %.1f papers/s)", a, b, n - total + embedded,
+                     n, total - embedded, embedded / max(time.monotonic() - t0, 1e-9))
     return [chunk_dir / _chunk_name(a, b) for a, b in plan]
 
 

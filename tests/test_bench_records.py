@@ -192,3 +192,11 @@ def test_topics_section_is_its_record_rendered(monkeypatch, tmp_path):
     rec = json.loads((REPO_ROOT / "bench" / "records" / "topics.json").read_text())
     assert {r["topic"] for r in rec["rows"]} <= set(tb.TOPICS)
     assert _section("topics") == tb.render(rec).strip()
+
+
+def test_embed_parallel_section_is_its_record_rendered(monkeypatch, tmp_path):
+    eb = _bench_module("embed_parallel_bench", monkeypatch, tmp_path)
+    rec = json.loads((REPO_ROOT / "bench" / "records" / "embed_parallel.json").read_text())
+    assert [b["workers"] for b in rec["builds"]] == list(eb.WORKERS)
+    assert all(len(b["chunk_written_s"]) == b["chunks"] == -(-rec["n"] // rec["chunk"]) for b in rec["builds"])
+    assert _section("embed_parallel") == eb.render(rec).strip()

@@ -1,12 +1,16 @@
 """The on-disk index of a large dump (issue 17): embeddings built in chunks that a killed build
 resumes, reused when the dump grows by appending, and the faiss ANN index that the embedding
-side of the hybrid search uses from ANN_MIN papers. Synthetic dumps, the counting fake embedder."""
+side of the hybrid search uses from ANN_MIN papers; the chunks embedded by worker processes or
+Ray tasks (RESEARCHLOOP_EMBED_WORKERS), byte for byte as one worker writes them. Synthetic dumps,
+the counting fake embedder (and a variant that a worker process rebuilds)."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -167,3 +171,137 @@ def test_small_dumps_do_not_import_faiss(tmp_path):
             f"LocalSource({str(dump)!r}, CountingEmbedder(), {str(tmp_path / 'i')!r}).search('w1', 2)\n"
             "assert 'faiss' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
+
+
+# ---------------------------------------------------------------- embedding in parallel
+
+class RebuildableEmbedder(CountingEmbedder):
+    """The counting fake, rebuilt in a worker process from its `rebuild_spec()`; every encode
+    call, in whichever process, appends '<pid> <texts>' to the counter file."""
+
+    def __init__(self, counter: str):
+        super().__init__()
+        self.counter = counter
+
+    def rebuild_spec(self):
+        return RebuildableEmbedder, {"counter": self.counter}
+
+    def encode(self, texts):
+        with open(self.counter, "a") as f:
+            f.write(f"{os.getpid()} {len(texts)}\n")
+        return super().encode(texts)
+
+
+class DyingWorkerEmbedder(RebuildableEmbedder):
+    """Raises, in whichever process, once `die_after` encode calls were counted: a parallel
+    build killed midway."""
+
+    def __init__(self, counter: str, die_after: int):
+        super().__init__(counter)
+        self.die_after = die_after
+
+    def rebuild_spec(self):
+        return DyingWorkerEmbedder, {"counter": self.counter, "die_after": self.die_after}
+
+    def encode(self, texts):
+        if len(_counted(Path(self.counter))) >= self.die_after:
+            raise RuntimeError("killed")
+        return super().encode(texts)
+
+
+def _counted(counter) -> list[tuple[int, int]]:
+    """(pid, texts) of every encode call recorded so far."""
+    lines = counter.read_text().split() if counter.exists() else []
+    return [(int(p), int(t)) for p, t in zip(lines[::2], lines[1::2])]
+
+
+def _chunk_bytes(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(next(folder.glob("emb-*/")).iterdir())}
+
+
+def test_two_workers_write_the_same_chunks_and_resume_with_the_missing_ones(tmp_path, small_chunks, monkeypatch):
+    dump = tmp_path / "dump.jsonl"
+    write_dump(dump, synth_papers(450))
+    counter = tmp_path / "calls"
+    one = LocalSource(dump, RebuildableEmbedder(str(counter)), tmp_path / "one").folder()
+    sources.embedding_chunks(one, 450, RebuildableEmbedder(str(counter)), workers=1)
+    assert {pid for pid, _ in _counted(counter)} == {os.getpid()}
+    counter.unlink()
+    monkeypatch.setenv("RESEARCHLOOP_EMBED_WORKERS", "2")           # the setting, read by the search
+    src = LocalSource(dump, RebuildableEmbedder(str(counter)), tmp_path / "two")
+    assert len(src.search("w1 w2", 3)) == 3
+    calls = _counted(counter)
+    assert sum(t for pid, t in calls if pid != os.getpid()) == 450   # every paper in a worker process...
+    assert [t for pid, t in calls if pid == os.getpid()] == [1]       # ... the query here
+    two = src.folder()
+    assert _chunk_bytes(two) == _chunk_bytes(one) and len(_chunk_bytes(one)) == 5   # byte for byte
+    # a build killed with chunks missing (in a parallel build, any of them) embeds only those
+    chunk_dir = next(two.glob("emb-*/"))
+    for name in ("chunk-000000000-000000100.npy", "chunk-000000200-000000300.npy"):
+        (chunk_dir / name).unlink()
+    counter.unlink()
+    sources.embedding_chunks(two, 450, RebuildableEmbedder(str(counter)))
+    assert sorted(t for _, t in _counted(counter)) == [50, 50, 50, 50]   # rows 0-100 and 200-300 only
+    assert _chunk_bytes(two) == _chunk_bytes(one)
+    assert not list(chunk_dir.glob("*.tmp*"))
+    # one chunk missing: embedded here, without starting workers
+    (chunk_dir / "chunk-000000400-000000450.npy").unlink()
+    counter.unlink()
+    sources.embedding_chunks(two, 450, RebuildableEmbedder(str(counter)))
+    assert _counted(counter) == [(os.getpid(), 50)]
+    assert _chunk_bytes(two) == _chunk_bytes(one)
+
+
+def test_a_killed_parallel_build_resumes_with_the_missing_chunks(tmp_path, small_chunks):
+    dump = tmp_path / "dump.jsonl"
+    write_dump(dump, synth_papers(450))
+    counter = tmp_path / "calls"
+    one = LocalSource(dump, CountingEmbedder(), tmp_path / "one").folder()
+    sources.embedding_chunks(one, 450, CountingEmbedder(), workers=1)
+    folder = LocalSource(dump, CountingEmbedder(), tmp_path / "two").folder()
+    with pytest.raises(RuntimeError, match="killed"):            # dies after 4 batches: 2 chunks at most
+        sources.embedding_chunks(folder, 450, DyingWorkerEmbedder(str(counter), die_after=4), workers=2)
+    chunk_dir = next(folder.glob("emb-*/"))
+    kept = {p.name for p in chunk_dir.iterdir()}
+    assert len(kept) <= 2 and not any(".tmp" in k for k in kept)  # whole chunks only
+    kept_rows = sum(stop - start for start, stop in sources._chunk_ranges(chunk_dir).items())
+    counter.unlink()
+    sources.embedding_chunks(folder, 450, RebuildableEmbedder(str(counter)), workers=2)
+    assert sum(t for _, t in _counted(counter)) == 450 - kept_rows        # only what was missing
+    assert _chunk_bytes(folder) == _chunk_bytes(one)
+
+
+def test_an_embedder_that_cannot_be_rebuilt_embeds_in_this_process(tmp_path, small_chunks, caplog):
+    dump = tmp_path / "dump.jsonl"
+    write_dump(dump, synth_papers(250))
+    emb = CountingEmbedder()                                          # no rebuild_spec
+    folder = LocalSource(dump, emb, tmp_path / "index").folder()
+    with caplog.at_level("INFO", logger="researchloop.literature"):
+        sources.embedding_chunks(folder, 250, emb, workers=2)
+    assert emb.calls == [50, 50, 50, 50, 50]
+    assert "cannot be rebuilt in another process" in caplog.text
+
+
+@pytest.mark.slow
+def test_ray_backend_embeds_the_chunks_as_ray_tasks(tmp_path, small_chunks, monkeypatch, caplog):
+    """A local Ray instance (2 CPUs) stands for the cluster: the chunks come back from Ray workers,
+    written here byte for byte as one worker writes them."""
+    ray = pytest.importorskip("ray")
+    dump = tmp_path / "dump.jsonl"
+    write_dump(dump, synth_papers(450))
+    counter = tmp_path / "calls"
+    one = LocalSource(dump, CountingEmbedder(), tmp_path / "one").folder()
+    sources.embedding_chunks(one, 450, CountingEmbedder(), workers=1)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RESEARCHLOOP_BACKEND", "ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="researchloop-test")
+    try:
+        two = LocalSource(dump, RebuildableEmbedder(str(counter)), tmp_path / "two").folder()
+        with caplog.at_level("INFO", logger="researchloop.literature"):
+            sources.embedding_chunks(two, 450, RebuildableEmbedder(str(counter)), workers=2)
+    finally:
+        ray.shutdown()
+    assert "as Ray tasks, 2 at once" in caplog.text and "local processes" not in caplog.text
+    calls = _counted(counter)
+    assert sum(t for _, t in calls) == 450 and os.getpid() not in {pid for pid, _ in calls}
+    assert _chunk_bytes(two) == _chunk_bytes(one)
