@@ -88,6 +88,14 @@ class ChainIdeas(_Strict):
     ideas: list[IdeaDraft] = Field(min_length=1, max_length=5)
 
 
+@cache
+def chain_ideas(k: int) -> type[ChainIdeas]:
+    """ChainIdeas with at most k ideas (the grammar then stops the model there instead of letting it
+    write ideas that would be cut off); still named ChainIdeas."""
+    return create_model("ChainIdeas", __base__=ChainIdeas,
+                        ideas=(list[IdeaDraft], Field(min_length=1, max_length=max(1, min(k, 5)))))
+
+
 class NoveltyQuery(_Strict):
     """First step of the novelty check: what to search for."""
     query: str = Field(min_length=3, max_length=80, description="a short literature search query")

@@ -28,7 +28,8 @@ from resources.llm import LLM
 from resources.sources import LocalSource
 from resources.store import RecordStore
 from schemas.frames import from_frame, to_frame
-from schemas.llm_outputs import ChainIdeas, IdeaList
+from schemas.llm_outputs import IdeaList
+from schemas.llm_outputs import chain_ideas as chain_schema
 from schemas.records import Idea, Paper, PaperChain, PaperScore
 
 
@@ -180,7 +181,7 @@ def chain_ideas(llm: LLM, embedder: Embedder, literature: Literature, spec, head
     for c in chains:
         msgs = idea_prompts.chain(*head, prompt_chain(c, library), history.tried, effective, k,
                                   analysis=history.analysis, tuned=tuned)
-        res = llm.complete(msgs, stage="ideas", schema=ChainIdeas, max_tokens=350 * k + 250)
+        res = llm.complete(msgs, stage="ideas", schema=chain_schema(k), max_tokens=350 * k + 250)
         if not res.ok:
             c.error = res.error
             failures.append(f"chain {c.index}: {res.error}")
