@@ -80,7 +80,10 @@ def idea_lineage(idea_id: str, store: RecordStore | Store | None = None) -> str:
         out.append(f"- {pid}: {s.title if s else ''} (score {s.score if s else '?'}, {s.reason if s else ''})")
     if not idea.inspired_by_papers:
         out.append("- (none cited)")
-    if idea.source_papers:  # every paper the idea's source showed the model (ranking: kept; scipip: retrieved)
+    if idea.source == "chains" and idea.source_papers:  # the chain it came from, oldest paper first
+        out.append(f"- its source (chains) showed a chain of {len(idea.source_papers)} papers, oldest first: "
+                   + " -> ".join(idea.source_papers))
+    elif idea.source_papers:  # every paper the idea's source showed the model (ranking: kept; scipip: retrieved)
         out.append(f"- its source ({idea.source}) showed {len(idea.source_papers)} papers: "
                    + ", ".join(idea.source_papers))
     out.append("## builds on earlier ideas")

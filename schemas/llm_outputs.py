@@ -78,6 +78,24 @@ class IdeaList(_Strict):
     ideas: list[IdeaDraft]
 
 
+class ChainIdeas(_Strict):
+    """The chains source's answer for one chain of papers (assets/ideas/chains.py): the trend first,
+    then the predicted next step, then the ideas (generated in this order, so the ideas follow the
+    reasoning). Short fields: the local model writes one of these per chain."""
+    trend: str = Field(max_length=500, description="how the methods changed from each paper to the next, "
+                       "one short sentence per step")
+    prediction: str = Field(max_length=250, description="the next step this line of work would take")
+    ideas: list[IdeaDraft] = Field(min_length=1, max_length=5)
+
+
+@cache
+def chain_ideas(k: int) -> type[ChainIdeas]:
+    """ChainIdeas with at most k ideas (the grammar then stops the model there instead of letting it
+    write ideas that would be cut off); still named ChainIdeas."""
+    return create_model("ChainIdeas", __base__=ChainIdeas,
+                        ideas=(list[IdeaDraft], Field(min_length=1, max_length=max(1, min(k, 5)))))
+
+
 class NoveltyQuery(_Strict):
     """First step of the novelty check: what to search for."""
     query: str = Field(min_length=3, max_length=80, description="a short literature search query")

@@ -93,14 +93,16 @@ class Idea(BaseModel):
     title: str
     experiment: str
     summary: str
-    source: Literal["literature", "scipip", "brainstorm", "tuning"] = Field(
+    source: Literal["literature", "scipip", "chains", "brainstorm", "tuning"] = Field(
         "literature", description="the idea source (topic.yaml `ideation.sources`) that proposed it: literature = "
-        "the ranked papers (source `ranking`), scipip = the SciPIP retrieval, brainstorm = no papers, tuning = a "
-        "hyper-parameter move found in the code without the LLM")
+        "the ranked papers (source `ranking`), scipip = the SciPIP retrieval, chains = a chain of papers in time "
+        "order (Chain-of-Ideas), brainstorm = no papers, tuning = a hyper-parameter move found in the code without "
+        "the LLM")
     inspired_by_papers: list[str] = Field([], description="the papers the idea names as its inspiration")
     builds_on_ideas: list[str] = []
     source_papers: list[str] = Field([], description="every paper its source showed the model (the kept papers, "
-                                     "or the SciPIP retrieval's papers; none for brainstorm)")
+                                     "the SciPIP retrieval's papers, or the chain's papers oldest first; none for "
+                                     "brainstorm)")
     tuning: TuningMove | None = Field(None, description="the move, for an idea of the tuning source")
 
 
@@ -132,6 +134,31 @@ class RetrievedPaper(BaseModel):
     duplicate_of: str | None = Field(None, description="the better scored paper of its cluster (a near-duplicate)")
     duplicate_similarity: float | None = None
     shown: bool = Field(False, description="shown to the ideas prompt")
+
+
+class ChainLink(BaseModel):
+    """One paper of a chain (assets/ideas/chains.py) and how it was reached from the later paper."""
+    paper_id: str
+    title: str
+    year: int | None = None
+    link: Literal["anchor", "cites", "similarity"] = Field(
+        description="anchor = the chain's newest paper, where it starts; cites = the next later paper of the chain "
+        "cites this one (known citation data); similarity = no usable citation was known, so this is the round's "
+        "paper of the same year or earlier most similar to the later one: not a citation")
+    topic_similarity: float = Field(0.0, description="cosine between the paper's and the topic's embeddings")
+    link_similarity: float | None = Field(None, description="for a similarity link, the cosine with the later paper")
+
+
+class PaperChain(BaseModel):
+    """A chain of papers for the chains idea source, oldest first, and what the LLM read in it."""
+    index: int = Field(description="1, 2, ...: the order of the chains in the round")
+    anchor: str = Field(description="the paper the chain starts from (its newest, last in `links`)")
+    anchor_reason: str = ""
+    links: list[ChainLink] = Field(description="the papers oldest first; the anchor is the last")
+    trend: str = ""
+    prediction: str = ""
+    ideas: list[str] = Field([], description="names of the ideas the chain's request proposed")
+    error: str | None = Field(None, description="why the chain's request gave no ideas (a malformed answer)")
 
 
 class FilteredIdea(Idea):

@@ -78,7 +78,7 @@ class Budget(BaseModel):
 
 # where a round's ideas come from (topic.yaml `ideation.sources`); each source's ideas carry its name
 # (Idea.source: "literature" for ranking, its name since before sources were options)
-IdeaSource = Literal["ranking", "scipip", "brainstorm", "tuning"]
+IdeaSource = Literal["ranking", "scipip", "chains", "brainstorm", "tuning"]
 
 
 class ScipipSpec(BaseModel):
@@ -96,6 +96,18 @@ class ScipipSpec(BaseModel):
                                        "cosine >= this are near-duplicates: only the better scored is kept")
 
 
+class ChainsSpec(BaseModel):
+    """Chains of papers (Chain-of-Ideas, seed paper 002, its 2.2-2.3; assets/ideas/chains.py), used by the
+    `chains` source: each chain starts at one of the round's best papers and goes back in time."""
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(2, ge=1, le=5, description="chains per round, each from a different anchor paper (the "
+                       "papers paper_rankings kept first, then the round's papers most similar to the topic); one "
+                       "LLM request per chain")
+    length: int = Field(4, ge=2, le=8, description="papers per chain at most, the anchor included: each next paper "
+                        "is one the current paper cites (the most similar to the topic), or where none is known the "
+                        "round's paper of the same year or earlier most similar to it (marked as such)")
+
+
 class IdeationSpec(BaseModel):
     """How ideas are proposed and filtered (DOLPHIN 3.1); the defaults are DOLPHIN's, except that the
     `tuning` source's hyper-parameter moves join the ranking's ideas (`sources: [ranking]` is
@@ -106,11 +118,14 @@ class IdeationSpec(BaseModel):
         description="where ideas come from, any non-empty combination, merged (interleaved in this order) before "
         "the filters: ranking = from the papers paper_rankings kept (DOLPHIN); scipip = from papers retrieved by "
         "embedding similarity, shared entities and citation co-occurrence, near-duplicates dropped (SciPIP, "
-        "`ideation.scipip`); brainstorm = from the topic and code alone (no papers); tuning = hyper-parameter "
-        "moves found in the code without the LLM (`ideation.tuning_moves` per round, kept without the filters, "
-        "within the round's budget; assets/ideas/tuning.py; a script with no named knob gets none). Default "
-        "[ranking, tuning]: the moves made the loop's only verified improvements on the local model so far "
-        "(bench/RESULTS.md effectiveness); [ranking] alone is DOLPHIN's loop")
+        "`ideation.scipip`); chains = from chains of papers going back in time from the round's best papers along "
+        "their citations (or, where a paper's references are unknown, its most similar earlier paper, marked as "
+        "such): the LLM reads each chain oldest first, names the trend and the next step, and applies that step to "
+        "the code (Chain-of-Ideas, `ideation.chains`); brainstorm = from the topic and code alone (no papers); "
+        "tuning = hyper-parameter moves found in the code without the LLM (`ideation.tuning_moves` per round, kept "
+        "without the filters, within the round's budget; assets/ideas/tuning.py; a script with no named knob gets "
+        "none). Default [ranking, tuning]: the moves made the loop's only verified improvements on the local model "
+        "so far (bench/RESULTS.md effectiveness); [ranking] alone is DOLPHIN's loop")
     tuning_moves: int = Field(1, ge=1, le=10, description="moves the `tuning` source proposes per round (at most one "
                               "per knob); they take that many of budget.ideas_per_round")
     tuning_fill: bool = Field(True, description="the tuning source also proposes reserve moves (up to "
@@ -120,6 +135,7 @@ class IdeationSpec(BaseModel):
                              "(no papers) and merge them before filtering (SciPIP's dual path); "
                              "short for adding brainstorm to `sources`")
     scipip: ScipipSpec = ScipipSpec()
+    chains: ChainsSpec = ChainsSpec()
     independence_threshold: float = Field(0.8, gt=0, le=1, description="an idea whose summary has "
                                           "cosine >= this with an idea in the bank is dropped")
     bank: Literal["ineffective", "ineffective_and_failed", "all_tried", "none"] = Field(

@@ -89,6 +89,8 @@ class Script:
             return json.dumps({"ideas": brainstorm_ideas(user)})
         if name == "IdeaList" and "Retrieved papers" in user:  # the scipip source
             return json.dumps({"ideas": scipip_ideas(user)})
+        if name == "ChainIdeas":  # the chains source: a recorded answer per chain
+            return json.dumps(chain_answer(user))
         if name == "Entities":  # SciPIP's entity extraction: the known terms the text contains
             return json.dumps({"entities": entity_answer(user)})
         if name == "IdeaList":
@@ -192,6 +194,28 @@ def scipip_ideas(user: str) -> list[dict]:
              "Experiment": f"Carry the main trick of paper {i} over to the training loop.",
              "Summary": f"Borrow what '{title[:80]}' does and apply it to this small classifier.",
              "References": [int(i)], "Builds_on": []} for i, title in shown[:n]]
+
+
+# what the chains source's recorded ideas change, one per idea: distinct enough that the independence
+# filter keeps them apart
+CHAIN_STEPS = ("Learn the feature map of the inputs with a small hidden layer instead of the fixed linear one.",
+               "Decay the learning rate on a cosine schedule over the epochs instead of keeping it fixed.",
+               "Weight each training point by how hard it was in the previous epoch, as boosting does.",
+               "Average the weights of the last epochs instead of keeping only the final ones.")
+
+
+def chain_answer(user: str) -> dict:
+    """The chains source's recorded answer for one chain: a trend naming the chain's first and last
+    papers, a predicted step, and one idea per paper from the newest back (up to the number asked),
+    each citing its paper and changing a different part of the code (CHAIN_STEPS)."""
+    n = int(re.search(r"ideas: (\d+) different ideas", user).group(1))
+    shown = re.findall(r"^\[(\d+)\] (?:\d+|year unknown): (.*?)(?: \((?:cites|close in content).*)?$", user, re.M)
+    first, last = shown[0][1][:60], shown[-1][1][:60]
+    ideas = [{"Name": f"next_step_after_{i}", "Title": f"Take the next step after {title[:50]}",
+              "Experiment": step, "Summary": f"Following '{title[:60]}': {step}",
+              "References": [int(i)], "Builds_on": []} for (i, title), step in zip(reversed(shown), CHAIN_STEPS)]
+    return {"trend": f"From {first} to {last}, each paper replaced a fixed step with a learned one.",
+            "prediction": "Learn the remaining fixed step as well.", "ideas": ideas[:n]}
 
 
 class FakeLLMServer:

@@ -64,7 +64,7 @@ def test_sources_combinations_and_the_brainstorm_flag(tmp_path, section, sources
 
 @pytest.mark.parametrize("section,message", [
     ({"sources": []}, "field 'ideation.sources': List should have at least 1 item"),
-    ({"sources": ["ranking", "arxiv"]}, "field 'ideation.sources.1': Input should be 'ranking', 'scipip', "
+    ({"sources": ["ranking", "arxiv"]}, "field 'ideation.sources.1': Input should be 'ranking', 'scipip', 'chains', "
                                         "'brainstorm' or 'tuning'"),
     ({"sources": ["scipip", "scipip"]}, "field 'ideation.sources': Value error, lists scipip more than once"),
     ({"sources": None}, "field 'ideation.sources'"),

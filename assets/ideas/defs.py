@@ -1,8 +1,11 @@
 """ideas (DOLPHIN 3.1): generate ideas with feedback from earlier rounds."""
+from dataclasses import dataclass
+
 import dagster as dg
 import polars as pl
 
 from assets.ideas import prompts as idea_prompts
+from assets.ideas.chains import paper_chains, per_chain, prompt_chain
 from assets.ideas.generation import (
     SOURCE_TAG,
     drafts_to_ideas,
@@ -20,24 +23,29 @@ from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset, round_key_of
 from assets.shared.topics import topic_of
 from resources.embedder import Embedder
+from resources.literature import Literature
 from resources.llm import LLM
+from resources.sources import LocalSource
 from resources.store import RecordStore
 from schemas.frames import from_frame, to_frame
 from schemas.llm_outputs import IdeaList
-from schemas.records import Idea, Paper
+from schemas.llm_outputs import chain_ideas as chain_schema
+from schemas.records import Idea, Paper, PaperChain, PaperScore
 
 
 @round_asset(
     "ideas_complete", "every idea has a unique id, a title and a summary",
     "New ideas in DOLPHIN's fields from each idea source of `ideation.sources`, merged before the filters: "
     "ranking (the kept papers, the code, earlier ideas and effective ideas; the default), scipip (papers "
-    "retrieved by embedding similarity, shared entities and citation co-occurrence, near-duplicates dropped) "
+    "retrieved by embedding similarity, shared entities and citation co-occurrence, near-duplicates dropped), "
+    "chains (chains of papers back in time from the round's best papers, along citations or, where none is known, "
+    "marked similarity links; one request per chain: trend, next step, ideas; Chain-of-Ideas), "
     "brainstorm (the topic and code alone) and tuning (hyper-parameter moves read from the code, no LLM).",
     topic_inputs=("topic_brief",),
 )
 def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_rankings: pl.DataFrame,
           topic_brief: pl.DataFrame, round_reference: pl.DataFrame, llm: LLM, embedder: Embedder,
-          store: RecordStore):
+          store: RecordStore, literature: Literature):
     topic, round_key = round_key_of(context)
     captured = topic_of(topic_brief)
     rt = reference_of(topic_brief, round_reference)  # the code the round works on (the best so far, or the original)
@@ -49,12 +57,21 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, rt.code)
     taken = set(history.names)
     tuned = tunes(cfg.sources, rt.code)  # the LLM's ideas then leave the hyper-parameter values to the moves
-    errors, paths, retrieval = {}, {}, None
+    errors, paths, retrieval, chained = {}, {}, None, None
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
             if source == "tuning":  # hyper-parameter moves read from the code: no LLM call
                 k = max(cfg.tuning_moves, n) if cfg.tuning_fill else cfg.tuning_moves  # the rest: a reserve
                 paths[source] = tuning_ideas(rt.code, history, k, topic, round_key, taken)
+                continue
+            if source == "chains":  # one request per chain (assets/ideas/chains.py)
+                chained = chain_ideas(llm, embedder, literature, spec, head, papers, paper_rankings, history,
+                                      effective, n, topic, round_key, taken, tuned)
+                paths[source] = chained.ideas
+                if chained.failures:
+                    errors[source] = "; ".join(chained.failures)
+                for note in chained.notes:
+                    context.log.info(f"chains: {note}")
                 continue
             if source == "ranking":
                 shown, msgs = kept, idea_prompts.generate(*head, refs, history.tried, effective, n,
@@ -89,6 +106,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
         "ideas_by_source": dg.MetadataValue.json({s: len(paths.get(s, [])) for s in cfg.sources}),
         "from_literature": sum(i.source == "literature" for i in items),
         "from_scipip": sum(i.source == "scipip" for i in items),
+        "from_chains": sum(i.source == "chains" for i in items),
         "from_brainstorm": sum(i.source == "brainstorm" for i in items),
         "from_tuning": sum(i.source == "tuning" for i in items),
         "reads_partitions": dg.MetadataValue.json(history.read),
@@ -98,6 +116,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
                                               ["name", "source", "title", "summary", "inspired_by_papers",
                                                "builds_on_ideas"])),
         **(retrieval_metadata(retrieval) if retrieval is not None else {}),
+        **(chains_metadata(chained) if chained is not None else {}),
         **usage_metadata(usage), **topic_metadata(captured), **reference_metadata(rt),
     })
 
@@ -120,4 +139,87 @@ def retrieval_metadata(r: Retrieval) -> dict:
         "scipip_papers_with_entities": r.with_entities,
         "scipip_entity_failures": dg.MetadataValue.json(r.entity_failures),
         "scipip_citations": r.citations,
+    }
+
+
+@dataclass
+class Chained:
+    """What the chains source did in a round: its chains (with trend, prediction and ideas or an
+    error each), its ideas interleaved across the chains, notes on passed-over anchors, the failed
+    requests, and how many papers were known to follow citations in."""
+    chains: list[PaperChain]
+    ideas: list[Idea]
+    notes: list[str]
+    failures: list[str]
+    known: int
+
+
+def corpus_papers(literature: Literature, embedder: Embedder, spec) -> list[Paper]:
+    """Every paper of the topic's literature when it is the `corpus` source (its papers carry the
+    ids they cite, so a chain may step to a cited paper the round did not retrieve); else []."""
+    src = literature.open(embedder, spec)
+    return src.papers() if isinstance(src, LocalSource) and src.name == "corpus" else []
+
+
+def chain_ideas(llm: LLM, embedder: Embedder, literature: Literature, spec, head: tuple, papers: pl.DataFrame,
+                paper_rankings: pl.DataFrame, history, effective: list[str], n: int, topic: str, round_key: str,
+                taken: set[str], tuned: bool) -> Chained:
+    """The chains source: build `ideation.chains.count` chains, ask one request per chain (a malformed
+    answer, after the LLM resource's retries, is recorded on its chain and the others go on), and
+    interleave the chains' ideas, n at most."""
+    cfg = spec.ideation.chains
+    found = from_frame(papers, Paper)
+    corpus = corpus_papers(literature, embedder, spec)
+    chains, notes, known = paper_chains(embedder.encode, topic_text(spec.title, spec.description), found,
+                                        from_frame(paper_rankings, PaperScore), corpus, cfg.count, cfg.length)
+    library = {p.paper_id: p for p in [*corpus, *found]}
+    if not chains:
+        notes = [*notes, "no chain of two or more papers could be built: the source proposes nothing this round"]
+    k = per_chain(n, len(chains))
+    per: list[list[Idea]] = []
+    failures = []
+    for c in chains:
+        msgs = idea_prompts.chain(*head, prompt_chain(c, library), history.tried, effective, k,
+                                  analysis=history.analysis, tuned=tuned)
+        res = llm.complete(msgs, stage="ideas", schema=chain_schema(k), max_tokens=350 * k + 250)
+        if not res.ok:
+            c.error = res.error
+            failures.append(f"chain {c.index}: {res.error}")
+            per.append([])
+            continue
+        c.trend, c.prediction = res.value.trend.strip(), res.value.prediction.strip()
+        per.append(drafts_to_ideas(res.value.ideas[:k], topic, round_key, c.links, history, source="chains",
+                                   taken=taken))
+    ideas = merge_paths(*per)[:n]  # the chains' ideas interleaved, the round's n at most
+    for c, got in zip(chains, per):
+        c.ideas = [i.name for i in got if i in ideas]
+    return Chained(chains, ideas, notes, failures, known)
+
+
+def chain_table(c: PaperChain) -> str:
+    """One chain as Markdown: a heading with its anchor, its papers oldest first (year, title, link
+    kind), then the trend and the prediction (or why there are none)."""
+    rows = [{"year": link.year, "title": link.title, "paper_id": link.paper_id, "link": link.link,
+             "similarity": link.link_similarity} for link in c.links]
+    text = (f"**Trend:** {c.trend}\n\n**Predicted next step:** {c.prediction}\n\n"
+            f"**Ideas:** {', '.join(c.ideas) or '(none)'}") if c.error is None else f"**Failed:** {c.error}"
+    return (f"### Chain {c.index} (anchor {c.anchor}: {c.anchor_reason})\n\n"
+            + md_table(rows, ["year", "title", "paper_id", "link", "similarity"]) + "\n\n" + text)
+
+
+def chains_metadata(ch: Chained) -> dict:
+    """The chains source in the ideas asset's metadata: each chain as a table with its trend and
+    prediction, and counts (link kinds, failures, the papers known for citations)."""
+    links = [link for c in ch.chains for link in c.links]
+    return {
+        "chains": dg.MetadataValue.md("\n\n".join(chain_table(c) for c in ch.chains) or "(no chain)"),
+        "chains_count": len(ch.chains),
+        "chain_papers": len(links),
+        "chain_citation_links": sum(link.link == "cites" for link in links),
+        "chain_similarity_links": sum(link.link == "similarity" for link in links),
+        "chain_trends": dg.MetadataValue.json([{"chain": c.index, "trend": c.trend, "prediction": c.prediction}
+                                               for c in ch.chains if c.error is None]),
+        "chain_failures": dg.MetadataValue.json(ch.failures),
+        "chain_notes": dg.MetadataValue.json(ch.notes),
+        "chain_known_papers": ch.known,
     }

@@ -6,7 +6,7 @@ from itertools import chain, zip_longest
 from assets.shared.naming import idea_id, snake, unique_name
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
-from schemas.records import Feedback, FilteredIdea, Idea, Paper, PaperScore, RetrievedPaper, TuningMove
+from schemas.records import ChainLink, Feedback, FilteredIdea, Idea, Paper, PaperScore, RetrievedPaper, TuningMove
 
 INEFFECTIVE = ("maintenance", "decline")
 
@@ -84,17 +84,20 @@ def prompt_inputs(papers, paper_rankings, history: History) -> tuple[list[PaperS
 def refill_inputs(sources: Sequence[str], items: Sequence[Idea], papers, paper_rankings,
                   history: History) -> tuple[str, list, list[tuple[int, str, str]], list[str]]:
     """What a refill shows, and the source its ideas record, by the topic's `ideation.sources`:
-    with ranking, the kept papers (DOLPHIN, as before: `literature`); else with scipip, the papers
-    the scipip source showed (its ideas' `source_papers`); else no paper (`brainstorm`).
+    with ranking, the kept papers (DOLPHIN, as before: `literature`); else with scipip or chains,
+    the papers that source showed (its first such idea's `source_papers`: the retrieval's papers,
+    or one chain's papers oldest first); else no paper (`brainstorm`).
     Returns (source tag, the numbered papers, their references, the effective ideas)."""
     kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
     if "ranking" in sources:
         return "literature", kept, refs, effective
-    if "scipip" in sources:
-        shown = next((i.source_papers for i in items if i.source == "scipip" and i.source_papers), [])
+    for tag in ("scipip", "chains"):
+        if tag not in sources:
+            continue
+        shown = next((i.source_papers for i in items if i.source == tag and i.source_papers), [])
         by_id = {p.paper_id: p for p in from_frame(papers, Paper)}
         found = [by_id[pid] for pid in shown if pid in by_id]
-        return "scipip", found, [(i, p.title, p.abstract[:300]) for i, p in enumerate(found, 1)], effective
+        return tag, found, [(i, p.title, p.abstract[:300]) for i, p in enumerate(found, 1)], effective
     return "brainstorm", [], [], effective
 
 
@@ -122,7 +125,8 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
                            taken=taken), None
 
 
-def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: Sequence[PaperScore | RetrievedPaper | Paper],
+def drafts_to_ideas(drafts, topic: str, round_key: str,
+                    kept_papers: Sequence[PaperScore | RetrievedPaper | Paper | ChainLink],
                     history: History, source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
     """LLM drafts -> Idea records: names made unique against `taken` (default: the topic's
     earlier names; pass one shared set to keep two paths' names apart), reference numbers
@@ -144,8 +148,9 @@ def drafts_to_ideas(drafts, topic: str, round_key: str, kept_papers: Sequence[Pa
 
 # topic.yaml `ideation.sources` -> the `source` its ideas record (the ranking path's ideas were
 # "literature" before sources were options, and stored rounds say so)
-SOURCE_TAG = {"ranking": "literature", "scipip": "scipip", "brainstorm": "brainstorm", "tuning": "tuning"}
-LLM_SOURCES = ("ranking", "scipip", "brainstorm")  # the sources that ask the LLM (refills ask like them)
+SOURCE_TAG = {"ranking": "literature", "scipip": "scipip", "chains": "chains", "brainstorm": "brainstorm",
+              "tuning": "tuning"}
+LLM_SOURCES = ("ranking", "scipip", "chains", "brainstorm")  # the sources that ask the LLM (refills ask like them)
 
 
 def tunes(sources: Sequence[str], code: str) -> bool:

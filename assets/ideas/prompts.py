@@ -143,3 +143,38 @@ def scipip(title: str, description: str, metric: str, goal: str, code: str,
               "experiment. "
             + FIELDS.format(refs="numbers of the retrieved papers it adapts"))},
     ]
+
+
+# -- Chain-of-Ideas chains (assets/ideas/chains.py) -------------------------------------------
+
+def _chain_line(i: int, year: int | None, title: str, abstract: str, how: str) -> str:
+    rel = ""
+    if how.startswith("cites"):
+        rel = f" (cites {how.split()[-1]})"
+    elif how:
+        rel = f" (close in content to {how.split()[-1]}; no citation between them is known)"
+    return f"[{i}] {year or 'year unknown'}: {title}{rel}\n    {' '.join(abstract.split())}"
+
+
+def chain(title: str, description: str, metric: str, goal: str, code: str,
+          papers: list[tuple[int, int | None, str, str, str]], earlier: list[str], effective: list[str], n: int,
+          analysis: str = "", tuned: bool = False) -> list[dict]:
+    """Ideas from one chain of papers read oldest first: the trend along it, the step that would
+    come next, and ideas that take that step in this code. The same head as `generate` (task +
+    code), so the server's prefix cache reuses it across the chains and the other sources."""
+    lines = "\n".join(_chain_line(*p) for p in papers) or "(none)"
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": (
+            _head(title, description, metric, goal, code)
+            + "A line of work in time order, oldest first; each paper is shown with how it relates to the "
+              f"one before it:\n{lines}\n\n"
+            + _history(earlier, effective, analysis)
+            + (TUNED if tuned else "")
+            + "Read the papers in order. Answer in three parts. trend: what each paper changed in the method "
+              "compared with the one before it, one short sentence per step. prediction: the next step this line "
+              "of work would take, in one or two sentences. ideas: "
+            + f"{n} different ideas that take the predicted step (or a small part of it) in this experiment's "
+              "code. "
+            + FIELDS.format(refs="numbers of the chain's papers it draws on"))},
+    ]
