@@ -144,6 +144,13 @@ class IdeationSpec(BaseModel):
     novelty_rounds: int = Field(2, ge=0, le=10, description="literature searches per idea in the "
                                 "novelty check; 0 switches the check off")
     novelty_papers: int = Field(5, ge=1, le=20, description="papers shown per novelty search")
+    novelty_retrieval: Literal["search", "scipip"] = Field(
+        "search", description="how a novelty search finds its papers: search = the literature source's search "
+        "(hybrid BM25 + embedding on a local source); scipip = SciPIP's retrieval for the query over the search's "
+        "top 4 x novelty_papers candidates: embedding similarity to the query, entities shared with it (the "
+        "candidates' memoised entities that occur in the query, expanded; no LLM call for the query) and "
+        "co-citation, near-duplicates dropped (`ideation.scipip`'s entity_papers and duplicate_threshold; "
+        "assets/ideas/scipip.py query_retrieval)")
     arena: bool = Field(False, description="when there are more candidate ideas than budget.ideas_per_round, "
                         "rank them by a pairwise LLM tournament (both orders, ELO; Chain-of-Ideas' Idea Arena, "
                         "assets/filtered_ideas/arena.py) and filter the best rated first")

@@ -13,7 +13,9 @@ from assets.filtered_ideas.filtering import (
     split_reserve,
 )
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
+from assets.filtered_ideas.retrieval import NoveltySearch
 from assets.ideas.generation import BANK_VERDICTS, LLM_SOURCES, propose_more, read_history, refill_inputs, tunes
+from assets.ideas.scipip import papers_references
 from assets.round_reference.reference import reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
@@ -47,9 +49,12 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
     # the repeat rule looks at every idea earlier rounds ran, unless the bank is this round's only
     tried = [] if cfg.bank == "none" else [(f.idea_id, f.title, f.verdict) for f in history.feedback]
 
+    # ideation.novelty_retrieval: the literature search as it is, or SciPIP's retrieval over its candidates
+    searches = NoveltySearch(cfg.novelty_retrieval, lambda q, k: literature.search(q, k, embedder, spec), llm,
+                             embedder.encode, cfg.scipip, papers_references(papers), log=context.log.info)
+
     def novelty(item: Idea) -> NoveltyOutcome:
-        return novelty_check(spec.title, item.title, item.summary,
-                             lambda q, k: literature.search(q, k, embedder, spec), llm,
+        return novelty_check(spec.title, item.title, item.summary, searches.for_idea(item.idea_id), llm,
                              rounds=cfg.novelty_rounds, k=cfg.novelty_papers, item=item.idea_id)
 
     # a refill asks the ideas prompt again (the same head: task, the round's code, papers, history), told what
@@ -96,6 +101,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
         "bank": cfg.bank, "threshold": cfg.independence_threshold, "novelty_rounds": cfg.novelty_rounds,
         "novelty_undecided": sum(o.independent and o.novel is None and o.novelty_error is not None for o in out),
         "reads_partitions": dg.MetadataValue.json(history.read),
+        **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v for k, v in searches.metadata().items()},
         "decisions": dg.MetadataValue.md(md_table([o.model_dump() for o in out],
                                                   ["name", "source", "proposal", "kept", "max_similarity",
                                                    "nearest_bank_idea",

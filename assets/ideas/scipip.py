@@ -20,6 +20,10 @@ What it does, on the round's papers (the `papers` asset) rather than a whole dat
 - clustering: in score order, a paper whose embedding has cosine >= `duplicate_threshold` with a
   paper already kept is a near-duplicate of it and dropped; the first `papers` kept are shown to
   the ideas prompt (assets/ideas/prompts.py `scipip`).
+The same retrieval for a query (`query_retrieval`, the novelty check's search with topic.yaml
+`ideation.novelty_retrieval: scipip`): the query takes the topic's place over a pool of the plain
+literature search's candidates for it; its entities are the pool papers' (memoised) entities that
+occur in its text, so the query itself costs no LLM call.
 What it does not do (SciPIP does): synonym expansion of entities by the LLM, entities from full
 texts, a database-wide entity graph, the brainstorm-into-retrieval variant (SciPIP-C).
 """
@@ -99,10 +103,11 @@ def _memo_path(folder: Path, paper_id: str, key: str) -> Path:
 
 
 def extract_entities(llm, items: Sequence[tuple[str, str, str]], folder: Path | None = None,
-                     log: Callable[[str], None] | None = None) -> dict[str, PaperEntities]:
+                     log: Callable[[str], None] | None = None, stage: str = "ideas") -> dict[str, PaperEntities]:
     """{id: PaperEntities} for items (id, title, text): from the memo when this text was asked
-    before with this prompt and model, else from the LLM (one call per item, `llm.map`), memoised
-    either way unless the request itself failed (a transport error is asked again next time)."""
+    before with this prompt and model, else from the LLM (one call per item, `llm.map`, accounted
+    to `stage`), memoised either way unless the request itself failed (a transport error is asked
+    again next time)."""
     folder = folder or memo_dir()
     model = llm.model_name()
     out: dict[str, PaperEntities] = {}
@@ -118,7 +123,7 @@ def extract_entities(llm, items: Sequence[tuple[str, str, str]], folder: Path | 
 
     def ask(item) -> PaperEntities:
         pid, title, text, key, path = item
-        res = llm.complete(prompts.entities(title, text), stage="ideas", schema=Entities, parse=parse_entities,
+        res = llm.complete(prompts.entities(title, text), stage=stage, schema=Entities, parse=parse_entities,
                            max_tokens=120)
         rec = PaperEntities(paper_id=pid, key=key, model=model, entities=res.value if res.ok else [],
                             error=None if res.ok else res.error)
@@ -288,6 +293,28 @@ def papers_references(papers_frame) -> dict[str, list[str]]:
             for pid, refs in zip(papers_frame["paper_id"].to_list(), papers_frame["references"].to_list())}
 
 
+def _embed(encode: Encode, text: str, papers: Sequence[Paper]) -> tuple[np.ndarray, np.ndarray]:
+    """(the text's embedding, the papers' (title + abstract) embeddings, rows in order)."""
+    vecs = np.asarray(encode([text] + [doc_text(p.title, p.abstract) for p in papers]), dtype=np.float32)
+    return vecs[0], vecs[1:]
+
+
+def _closest_entities(llm, papers: Sequence[Paper], sims: np.ndarray, cfg: ScipipSpec, folder: Path | None,
+                      log: Callable[[str], None] | None, stage: str, against: str = "topic",
+                      extra: Sequence[tuple[str, str, str]] = ()) -> tuple[dict[str, PaperEntities], dict[str, str],
+                                                                           dict[str, str]]:
+    """Entities of the `extra` items and of the `entity_papers` papers most similar (`sims`) to
+    the topic or query: (extraction by id, failures, per-paper notes for the retrieval: failures
+    and the papers not asked)."""
+    closest = [papers[i] for i in sorted(range(len(papers)), key=lambda i: (-float(sims[i]), papers[i].paper_id))]
+    got = extract_entities(llm, [*extra, *((p.paper_id, p.title, p.abstract) for p in closest[:cfg.entity_papers])],
+                           folder, log=log, stage=stage)
+    failed = {pid: f"entity extraction failed: {r.error}" for pid, r in got.items() if r.error}
+    notes = {**failed, **{p.paper_id: f"not asked: outside the {cfg.entity_papers} papers most similar to the "
+                                      f"{against}" for p in closest[cfg.entity_papers:]}}
+    return got, failed, notes
+
+
 def scipip_retrieval(llm, encode: Encode, topic: str, background: str, papers: Sequence[Paper],
                      references: Mapping[str, Sequence[str]], cfg: ScipipSpec, folder: Path | None = None,
                      log: Callable[[str], None] | None = None) -> Retrieval:
@@ -296,22 +323,60 @@ def scipip_retrieval(llm, encode: Encode, topic: str, background: str, papers: S
     similar to it (memoised); then `retrieve`."""
     if not papers:
         return Retrieval()
-    vecs = np.asarray(encode([background] + [doc_text(p.title, p.abstract) for p in papers]), dtype=np.float32)
-    topic_vec, paper_vecs = vecs[0], vecs[1:]
-    sims = paper_vecs @ topic_vec
-    closest = [papers[i] for i in sorted(range(len(papers)), key=lambda i: (-float(sims[i]), papers[i].paper_id))]
-    asked = closest[:cfg.entity_papers]
+    topic_vec, paper_vecs = _embed(encode, background, papers)
     topic_id = f"topic:{topic}"
-    got = extract_entities(llm, [(topic_id, "", background)] + [(p.paper_id, p.title, p.abstract) for p in asked],
-                           folder, log=log)
-    failed = {pid: f"entity extraction failed: {r.error}" for pid, r in got.items() if r.error}
-    errors = {**failed, **{p.paper_id: f"not asked: outside the {cfg.entity_papers} papers most similar to the "
-                                       "topic" for p in closest[cfg.entity_papers:]}}
+    got, failed, errors = _closest_entities(llm, papers, paper_vecs @ topic_vec, cfg, folder, log, "ideas",
+                                            extra=[(topic_id, "", background)])
     if topic_id in failed and log:
         log(f"scipip: the topic's entities: {failed[topic_id]}; the entity retrieval finds nothing")
     out = retrieve([p.paper_id for p in papers], [p.title for p in papers], paper_vecs, topic_vec,
                    {pid: r.entities for pid, r in got.items() if pid != topic_id}, got[topic_id].entities,
                    references, cfg, entity_errors=errors)
+    out.entity_failures = failed
+    return out
+
+
+# -- the same retrieval for a query (the novelty check's search) -------------------------------
+
+def query_entities(query: str, entities: Mapping[str, Sequence[str]]) -> list[str]:
+    """The papers' entities that occur in the query: every word of the entity (without filler
+    words and plurals, as `entity_key`) is a word of the query; first seen first, each once."""
+    words = entity_key(query)
+    out, seen = [], set()
+    for ents in entities.values():
+        for e in ents:
+            k = entity_key(e)
+            if k and k <= words and k not in seen:
+                seen.add(k)
+                out.append(e)
+    return out
+
+
+def rank_for_query(query: str, query_vec: np.ndarray, ids: Sequence[str], titles: Sequence[str], vecs: np.ndarray,
+                   entities: Mapping[str, Sequence[str]], references: Mapping[str, Sequence[str]], k: int,
+                   cfg: ScipipSpec, entity_errors: Mapping[str, str] | None = None) -> Retrieval:
+    """`retrieve` with a query in the topic's place (pure): the query's entities are the
+    candidates' entities that occur in it (`query_entities`, then the usual expansion), N1 is the
+    2k candidates most similar to it (room for near-duplicates), and the best k after the
+    clustering are shown."""
+    return retrieve(ids, titles, vecs, query_vec, entities,
+                    query_entities(query, {p: entities.get(p, []) for p in ids}), references,
+                    cfg.model_copy(update={"semantic_k": 2 * k, "papers": k}), entity_errors=entity_errors)
+
+
+def query_retrieval(llm, encode: Encode, query: str, pool: Sequence[Paper], references: Mapping[str, Sequence[str]],
+                    k: int, cfg: ScipipSpec, folder: Path | None = None, log: Callable[[str], None] | None = None,
+                    stage: str = "novelty") -> Retrieval:
+    """The SciPIP retrieval of k papers for a query from `pool` (the plain search's candidates):
+    embeddings of the query and the pool, the memoised entities of the `entity_papers` pool papers
+    most similar to the query (no LLM call for the query; a failed extraction leaves that paper
+    without entities), then `rank_for_query`."""
+    if not pool:
+        return Retrieval()
+    query_vec, paper_vecs = _embed(encode, query, pool)
+    got, failed, errors = _closest_entities(llm, pool, paper_vecs @ query_vec, cfg, folder, log, stage, "query")
+    out = rank_for_query(query, query_vec, [p.paper_id for p in pool], [p.title for p in pool], paper_vecs,
+                         {pid: r.entities for pid, r in got.items()}, references, k, cfg, entity_errors=errors)
     out.entity_failures = failed
     return out
 
