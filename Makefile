@@ -94,6 +94,14 @@ bench-second-look: setup
 bench-embed-parallel: setup
 	$(PY) -m bench.embed_parallel_bench
 
+# bench-ann-real: the dump index's HNSW against the exact search on real paper embeddings (the conference
+# paper lists of papercopilot/paperlists, checked out at PAPERLISTS; about an hour to embed 50k papers on
+# 2 cores, resumable): bench/records/ann_real.json and the section ann_real
+PAPERLISTS ?= /tmp/pl
+ANN_PAPERS ?= 49152
+bench-ann-real: setup
+	$(PY) -m bench.ann_real_bench --lists $(PAPERLISTS) --max-papers $(ANN_PAPERS)
+
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench
