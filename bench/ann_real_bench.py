@@ -162,7 +162,7 @@ def render(rec: dict) -> str:
                    "nothing else was tuned on them"),
         "",
         f"{rec['papers']:,} real papers (title + abstract; of {rec.get('available', rec['papers']):,} available, "
-        "the first of the shuffled order) from {rec['source']['files']} conference paper lists of "
+        f"the first of the shuffled order) from {rec['source']['files']} conference paper lists of "
         f"{rec['source']['repo']} (commit {rec['source']['commit']}), de-duplicated by title, shuffled (seed 0), "
         f"embedded by {rec['embedding']['model']} (the first {rec['embedding']['max_tokens']} word pieces of each "
         f"text, half the model's default, to halve the embedding time); {rec['queries']} further papers of the same "

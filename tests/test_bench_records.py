@@ -200,3 +200,12 @@ def test_embed_parallel_section_is_its_record_rendered(monkeypatch, tmp_path):
     assert [b["workers"] for b in rec["builds"]] == list(eb.WORKERS)
     assert all(len(b["chunk_written_s"]) == b["chunks"] == -(-rec["n"] // rec["chunk"]) for b in rec["builds"])
     assert _section("embed_parallel") == eb.render(rec).strip()
+
+
+def test_ann_real_section_is_its_record_rendered(monkeypatch, tmp_path):
+    ab = _bench_module("ann_real_bench", monkeypatch, tmp_path)
+    rec = json.loads((REPO_ROOT / "bench" / "records" / "ann_real.json").read_text())
+    sizes = [s["n"] for s in rec["sizes"]]
+    assert sizes == sorted(sizes) and sizes[-1] == rec["papers"]
+    assert all(0 <= q["recall@10"] <= 1 for s in rec["sizes"] for q in s["queries"].values())
+    assert _section("ann_real") == ab.render(rec).strip()
