@@ -20,11 +20,9 @@ correlation between each kept idea's Arena rating (FilteredIdea.arena_rating) an
 (scipy); ideas that failed or did not run have no gain and are left out (counted), and under
 MIN_PAIRS pairs the section says "n too small". The Arena rates a round's candidates only when
 there are more of them than `budget.ideas_per_round` (assets/filtered_ideas/arena.py `arena_for`),
-and a single LLM source proposes at most that many (assets/ideas/defs.py), so with one source alone
-the Arena has nothing to choose and rates nothing. `--also tuning` adds the tuning source to every
-run: its move takes a place first (filtering.py keep_tuning), so the source's ideas outnumber the
-places left, but `arena_for` compares them with the whole budget, not the places left, and still
-does not run (seen with the scripted LLM on the toy topic). The section counts the rounds that had
+so each copy asks its source for CANDIDATES times the budget (`ideation.candidates`); the Arena
+then rates them all and the filters keep the best rated, as Chain-of-Ideas does. `--also tuning`
+adds the tuning source to every run (its move takes a place first). The section counts the rounds that had
 a tournament and the kept ideas that were rated, and says so when there were none.
 
 The record (default bench/records/sources.json) holds every idea (run source, idea source, round,
@@ -68,6 +66,9 @@ def copy_name(topic: str, source: str) -> str:
     return f"{topic}__{source}"
 
 
+CANDIDATES = 2  # ideas asked of the source per round, in multiples of the round's budget (ideation.candidates)
+
+
 def topic_copy(topic_dir: Path, source: str, dest_root: Path, also: typing.Sequence[str] = ()) -> Path:
     """A copy of the topic folder under `dest_root`, named `<topic>__<source>`, whose topic.yaml
     proposes ideas from `source` (and `also`) only and switches the Idea Arena on; checked by
@@ -81,7 +82,9 @@ def topic_copy(topic_dir: Path, source: str, dest_root: Path, also: typing.Seque
     shutil.copytree(topic_dir, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     raw = yaml.safe_load((dest / "topic.yaml").read_text()) or {}
     ideation = dict(raw.get("ideation") or {})
-    ideation.update(sources=[source, *[a for a in also if a != source]], arena=True,
+    budget = int((raw.get("budget") or {}).get("ideas_per_round", 3))
+    # twice the budget asked of the source, so the Arena has more candidates than places and rates them all
+    ideation.update(sources=[source, *[a for a in also if a != source]], arena=True, candidates=CANDIDATES * budget,
                     brainstorm=False)  # `brainstorm: true` would add the brainstorm source to every copy
     raw.update(name=name, ideation=ideation)
     (dest / "topic.yaml").write_text(yaml.safe_dump(raw, sort_keys=False, width=110))
@@ -246,8 +249,9 @@ def render(rec: dict) -> str:
     also = f" plus {', '.join(rec['also'])}" if rec.get("also") else ""
     incomplete = "" if rec.get("complete") else "; INCOMPLETE: not every source finished its rounds"
     no_arena = [] if any(s["figures"]["arena_rounds"] for s in rec["sources"]) else [
-        "- No round had an Arena tournament: a round's candidates never outnumbered `budget.ideas_per_round` "
-        "(one LLM source proposes at most that many), so no idea was rated and there is no correlation."]
+        "- No round had an Arena tournament (a round's candidates never outnumbered `budget.ideas_per_round`: "
+        "the source answered fewer ideas than `ideation.candidates` asked), so no idea was rated and there is no "
+        "correlation."]
     return "\n".join([
         "## Idea sources: which source's ideas improve the code (issue 16)",
         "",

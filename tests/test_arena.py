@@ -315,3 +315,46 @@ def test_filtered_ideas_with_the_arena_keeps_the_top_rated(home):
     fm = meta
     assert "label_smoothing" in fm["arena"].value and fm["arena_judgements"].value == 30
     assert fm["arena_malformed"].value == 0
+
+
+def test_asking_the_source_for_more_candidates_than_the_budget_lets_the_arena_choose(home):
+    """ideation.candidates: the LLM source is asked for 5 ideas for a budget of 3, so the Arena has
+    more candidates than places, rates all 5 and the filters keep the 3 best rated."""
+    from tests.fake_llm import FakeLLMServer, Script
+    from tests.test_ideation import set_ideation
+
+    quality = {f"Idea number {i}": i for i in range(5)}
+
+    class FiveIdeas(Script):
+        def answer(self, req):
+            name = (req.get("response_format") or {}).get("json_schema", {}).get("name")
+            user = req["messages"][-1]["content"]
+            if name == "IdeaList":
+                self.count("IdeaList")
+                self.asked = int(re.search(r"Propose (\d+) different ideas", user).group(1))
+                return json.dumps({"ideas": [
+                    {"Name": f"idea_{i}", "Title": f"Idea number {i}", "Experiment": f"Change part {i} of the model.",
+                     "Summary": f"A distinct change number {i} to how the classifier is trained, about topic {i}.",
+                     "References": [], "Builds_on": []} for i in range(self.asked)]})
+            if name == "ArenaJudgement":
+                self.count("ArenaJudgement")
+                shown = dict(re.findall(r"^Idea ([AB]): (.*)$", user, re.M))
+                qa, qb = (quality.get(shown[x].strip(), -1) for x in "AB")
+                return json.dumps({"reason": "scripted", **{c: consistent(qa, qb) for c in CRITERIA}})
+            return super().answer(req)
+
+    set_ideation(home, arena=True, candidates=5, novelty_rounds=0, independence_threshold=0.999)
+    with FakeLLMServer(FiveIdeas()) as server:
+        out, meta = materialize_filter(server, "r1")
+        assert server.script.asked == 5 and server.script.counts["ArenaJudgement"] == 5 * 4
+    assert len(out) == 5 and all(f.arena_rating is not None for f in out.values())
+    assert {n for n, f in out.items() if f.kept} == {"idea_4", "idea_3", "idea_2"}  # the best rated 3
+
+
+def test_candidates_below_one_or_above_twelve_are_refused():
+    from schemas.topic import IdeationSpec
+
+    assert IdeationSpec(candidates=6).candidates == 6 and IdeationSpec().candidates is None
+    for bad in (0, 13):
+        with pytest.raises(ValueError):
+            IdeationSpec(candidates=bad)

@@ -51,7 +51,8 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     rt = reference_of(topic_brief, round_reference)  # the code the round works on (the best so far, or the original)
     spec = captured.spec
     cfg = spec.ideation
-    n = spec.budget.ideas_per_round
+    budget = spec.budget.ideas_per_round
+    n = cfg.candidates or budget  # ideas asked of each LLM source
     history = read_history(store, topic, round_key)
     kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
     head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, rt.code)
@@ -61,7 +62,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
             if source == "tuning":  # hyper-parameter moves read from the code: no LLM call
-                k = max(cfg.tuning_moves, n) if cfg.tuning_fill else cfg.tuning_moves  # the rest: a reserve
+                k = max(cfg.tuning_moves, budget) if cfg.tuning_fill else cfg.tuning_moves  # the rest: a reserve
                 paths[source] = tuning_ideas(rt.code, history, k, topic, round_key, taken)
                 continue
             if source == "chains":  # one request per chain (assets/ideas/chains.py)
