@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata as md
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -88,7 +89,10 @@ def test_lock_hash_of_torch_is_the_wheel_pip_finds_on_disk():
 
 def test_the_environment_holds_exactly_the_locked_versions():
     lock = parse_lock(LOCK.read_text())
-    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in md.distributions()}
+    # importing ray puts its vendored copies (ray/thirdparty_files: colorama, psutil) on sys.path;
+    # they are part of the locked ray wheel, not installs of their own
+    paths = [p for p in sys.path if not p.rstrip("/").endswith("thirdparty_files")]
+    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in md.distributions(path=paths)}
     installed.pop("researchloop", None)  # the project itself, editable
     assert {n: v for n, v in installed.items() if lock.get(n, (None,))[0] != v} == {}, "not from the lock"
     assert sorted(set(lock) - set(installed)) == []
