@@ -66,7 +66,7 @@ def paper_rows(lists: Path) -> list[dict]:
 def embed_all(texts: list[str], work: Path, tag: str) -> np.ndarray:
     """The texts' embeddings, chunk by chunk; a chunk already on disk is not embedded again."""
     from resources.embedder import Embedder
-    from resources.sources import _private
+    from resources.sources import save_chunk
 
     emb = Embedder(batch_size=64)
     from resources.embedder import _load
@@ -77,10 +77,7 @@ def embed_all(texts: list[str], work: Path, tag: str) -> np.ndarray:
     for a in range(0, len(texts), CHUNK):
         path = work / f"{tag}-{a:07d}-{min(a + CHUNK, len(texts)):07d}.npy"
         if not path.exists():
-            vecs = emb.encode(texts[a:a + CHUNK])
-            tmp = _private(path)
-            np.save(tmp, vecs)
-            tmp.replace(path)
+            save_chunk(path, emb.encode(texts[a:a + CHUNK]))  # renamed into place: a killed run resumes here
             done += len(texts[a:a + CHUNK])
             print(f"{tag}: {a + CHUNK}/{len(texts)} ({done / (time.monotonic() - t0):.1f} texts/s)", flush=True)
         parts.append(np.load(path))
