@@ -127,7 +127,25 @@ def test_an_improving_move_continues_and_no_value_comes_back():
     tried.append(("tune_lr_up", m3, "decline"))
     (m4, why4), = propose(code2, tried, 1)
     assert (m4.key, m4.direction, m4.new_text) == ("LR", "down", "0.00333")
-    assert why4 == "earlier moves on this knob: 0.03 (decline)"
+    assert why4 == "the other direction of tune_lr_up (0.01 -> 0.03 declined: the metric is sensitive to this knob)"
+
+
+def test_a_declined_knob_tries_its_other_direction_before_untried_knobs_a_flat_one_after():
+    code = "EPOCHS = 4\nLR = 5e-3\nDROPOUT = 0.3\nEMBED_DIM = 64\n"
+    first = {m.key: m for m, _ in propose(code, [], 4)}
+    assert (first["EPOCHS"].new_text, first["LR"].new_text) == ("8", "0.015")
+    # longer training and a faster rate both made the metric significantly worse; the width did not change it
+    tried = [("tune_epochs_up", first["EPOCHS"], "decline"), ("tune_lr_up", first["LR"], "decline"),
+             ("tune_embed_dim_up", first["EMBED_DIM"], "maintenance")]
+    got = [(m.key, m.direction, m.new_text, why.split(" (")[0]) for m, why in propose(code, tried, 4)]
+    assert got == [("EPOCHS", "down", "2", "the other direction of tune_epochs_up"),
+                   ("LR", "down", "0.00167", "the other direction of tune_lr_up"),
+                   ("DROPOUT", "up", "0.5", "first move on this knob"),
+                   ("EMBED_DIM", "down", "32", "earlier moves on this knob: 128")]
+    # a failed move (the run crashed) says nothing about the metric: its knob waits like a flat one
+    tried[1] = ("tune_lr_up", first["LR"], "failed")
+    got = [m.key for m, _ in propose(code, tried, 4)]
+    assert got == ["EPOCHS", "DROPOUT", "LR", "EMBED_DIM"]
 
 
 def test_tuning_ideas_name_the_move_and_build_on_the_improvement():

@@ -14,9 +14,10 @@ additive one for dropout and depth). Over rounds this is a coordinate search car
 loop's own machinery: a move is an idea like any other (its own plan, draft, runs on the topic's
 seeds and verdict), an improving move becomes the next round's reference when the topic stacks
 wins (the default), and the next round continues a knob that improved in the same direction,
-never proposes a value a knob already had, and otherwise takes the untried knobs by kind
-(`KIND_ORDER`). The knob kinds and their steps are generic conventions of ML code, not fitted to
-the shipped topics."""
+tries the other direction of a knob whose move made the metric significantly worse, never
+proposes a value a knob already had, and otherwise takes the untried knobs by kind (`KIND_ORDER`).
+The knob kinds and their steps are generic conventions of ML code, not fitted to the shipped
+topics."""
 from __future__ import annotations
 
 import ast
@@ -262,8 +263,11 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
 
     1. A knob whose last move improved and still holds that move's value continues in the same
        direction (a line search that stops at the first move that does not improve).
-    2. Then the knobs no move touched yet, by KIND_ORDER then file order, their first direction.
-    3. Then the other directions of knobs already moved.
+    2. Then a knob whose last move made a significant decline (`decline`) tries the other direction:
+       the decline shows the metric is sensitive to it, and on a one-peaked response the better
+       value lies the other way (a compass search's second probe of the same coordinate).
+    3. Then the knobs no move touched yet, by KIND_ORDER then file order, their first direction.
+    4. Then the other directions of knobs already moved (a `maintenance`: the knob mattered little).
     A value the knob already had in an earlier move (before or after it) is never proposed again."""
     by_key: dict[str, list[tuple[str, TuningMove, str | None]]] = {}
     for name, m, verdict in tried:
@@ -280,6 +284,9 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
                 if direction != last.direction:
                     continue
                 rank, why = (0, 0, pos), f"continues {last_name} ({last.old_text} -> {last.new_text} improved)"
+            elif last is not None and verdict == "decline" and direction != last.direction:
+                rank, why = (0, 1, pos), (f"the other direction of {last_name} ({last.old_text} -> {last.new_text} "
+                                          "declined: the metric is sensitive to this knob)")
             elif not history:
                 rank, why = (1, KIND_ORDER.index(knob.kind), j, pos), "first move on this knob"
             else:
