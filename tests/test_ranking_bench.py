@@ -190,3 +190,30 @@ def test_the_similarity_section_is_its_record_rendered(rb):
     kept = [p["kept"] for t in rec["topics"] for p in t["papers"]]
     assert text.split(begin, 1)[1].split(end, 1)[0].strip() == rb.render_similarity(rec).strip()
     assert kept == [p["kept"] for t in rec["topics"] for p in t["papers"]]   # the record's kept flags too
+
+
+def test_auc_counts_pairs_and_ties(rb):
+    assert rb.auc([0.9, 0.8, 0.1], [True, True, False]) == 1.0
+    assert rb.auc([0.5, 0.5, 0.4, 0.6], [True, False, True, False]) == 0.125   # one tie (0.5) of 4 pairs
+    assert rb.auc([0.3, 0.2], [True, True]) is None
+
+
+def test_the_signals_are_compared_when_every_paper_has_both(rb):
+    rec = _similarity_record()
+    for t in rec["topics"]:   # a sentence signal that separates every topic perfectly, the cosine less so
+        for p in t["papers"]:
+            p[rb.SENTENCE] = 0.9 if p["relevant"] else 0.1
+        t["papers"][-1]["cosine"] = 0.99   # an irrelevant paper above every relevant one
+    rec["topics"][0]["name"] = rb.LABELLED_AFTER_CHOICE[0]
+    body = rb.render_similarity(rec)
+    sig = rec["analysis"]["signals"]
+    assert set(sig) == set(rb.SIGNALS)
+    assert all(v == 1.0 for v in sig[rb.SENTENCE]["auc"].values())
+    assert all(v < 1.0 for v in sig["cosine"]["auc"].values())
+    m = sig[rb.SENTENCE]["held_out"]["z_score"]["macro"]
+    assert (m["precision"], m["recall"]) == (1.0, 1.0)
+    assert "### Which text the cosine compares" in body and "on 3 of 3 topics" in body
+    assert f"{rb.LABELLED_AFTER_CHOICE[0]} was labelled afterwards" in body
+    # an older record without the sentence signal renders without the comparison
+    old = _similarity_record()
+    assert "### Which text" not in rb.render_similarity(old) and old["analysis"]["signals"] == {}
