@@ -42,6 +42,20 @@ def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> No
     handler.wfile.write(data)
 
 
+def arena_answer(req: dict, quality) -> str | None:
+    """The answer to an Idea Arena judgement (None when `req` asks for something else): the idea
+    whose shown line `quality` (a callable on that text) rates higher wins every criterion; equal
+    ones tie."""
+    from assets.filtered_ideas.arena_prompts import CRITERIA
+
+    if (req.get("response_format") or {}).get("json_schema", {}).get("name") != "ArenaJudgement":
+        return None
+    shown = dict(re.findall(r"^Idea ([AB]): (.*)$", req["messages"][-1]["content"], re.M))
+    qa, qb = (quality(shown[x].strip()) for x in "AB")
+    verdict = "A" if qa > qb else "B" if qb > qa else "tie"
+    return json.dumps({"reason": "scripted", **{c: verdict for c in CRITERIA}})
+
+
 class Script:
     """Decides the answer for one request; counts requests per stage."""
 

@@ -287,20 +287,17 @@ def materialize_filter(server, round_key: str):
 
 
 def test_filtered_ideas_with_the_arena_keeps_the_top_rated(home):
-    from tests.fake_llm import FakeLLMServer, Script
+    from tests.fake_llm import FakeLLMServer, Script, arena_answer
     from tests.test_ideation import set_ideation
 
     class ArenaScript(Script):
         """The round's scripted answers, plus a consistent arena judge over JUDGED_QUALITY."""
 
         def answer(self, req):
-            fmt = req.get("response_format") or {}
-            if fmt.get("json_schema", {}).get("name") != "ArenaJudgement":
+            if (judged := arena_answer(req, lambda text: JUDGED_QUALITY.get(text, 1))) is None:
                 return super().answer(req)
             self.count("ArenaJudgement")
-            shown = dict(re.findall(r"^Idea ([AB]): (.*)$", req["messages"][-1]["content"], re.M))
-            qa, qb = (JUDGED_QUALITY.get(shown[x].strip(), 1) for x in "AB")
-            return json.dumps({"reason": "by the scripted quality", **{c: consistent(qa, qb) for c in CRITERIA}})
+            return judged
 
     set_ideation(home, brainstorm=True, arena=True)
     with FakeLLMServer(ArenaScript()) as server:
@@ -320,7 +317,7 @@ def test_filtered_ideas_with_the_arena_keeps_the_top_rated(home):
 def test_asking_the_source_for_more_candidates_than_the_budget_lets_the_arena_choose(home):
     """ideation.candidates: the LLM source is asked for 5 ideas for a budget of 3, so the Arena has
     more candidates than places, rates all 5 and the filters keep the 3 best rated."""
-    from tests.fake_llm import FakeLLMServer, Script
+    from tests.fake_llm import FakeLLMServer, Script, arena_answer
     from tests.test_ideation import set_ideation
 
     quality = {f"Idea number {i}": i for i in range(5)}
@@ -336,11 +333,9 @@ def test_asking_the_source_for_more_candidates_than_the_budget_lets_the_arena_ch
                     {"Name": f"idea_{i}", "Title": f"Idea number {i}", "Experiment": f"Change part {i} of the model.",
                      "Summary": f"A distinct change number {i} to how the classifier is trained, about topic {i}.",
                      "References": [], "Builds_on": []} for i in range(self.asked)]})
-            if name == "ArenaJudgement":
+            if (judged := arena_answer(req, lambda text: quality.get(text, -1))) is not None:
                 self.count("ArenaJudgement")
-                shown = dict(re.findall(r"^Idea ([AB]): (.*)$", user, re.M))
-                qa, qb = (quality.get(shown[x].strip(), -1) for x in "AB")
-                return json.dumps({"reason": "scripted", **{c: consistent(qa, qb) for c in CRITERIA}})
+                return judged
             return super().answer(req)
 
     set_ideation(home, arena=True, candidates=5, novelty_rounds=0, independence_threshold=0.999)

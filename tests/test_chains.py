@@ -25,17 +25,13 @@ from assets.ideas.generation import History, drafts_to_ideas
 from resources.llm import strict_schema
 from schemas.llm_outputs import ChainIdeas, IdeaDraft, chain_ideas
 from schemas.records import Paper, PaperChain, PaperScore
-from schemas.topic import ChainsSpec, IdeationSpec, TopicSpecError, load_topic
-from tests.test_topic_spec import VALID, make_topic
+from schemas.topic import ChainsSpec, IdeationSpec, TopicSpecError
+from tests.test_topic_spec import ideation
 
 TOPIC = "toy_classification"
 
 
 # -- topic.yaml `ideation.chains` ------------------------------------------------------------
-
-def ideation(tmp_path, section: dict) -> IdeationSpec:
-    return load_topic(make_topic(tmp_path, "toy", {**VALID, "ideation": section})).ideation
-
 
 def test_chains_is_a_source_with_defaults(tmp_path):
     cfg = ideation(tmp_path, {"sources": ["chains", "ranking"]})
@@ -310,23 +306,15 @@ def check_chain_invariants(table: str, corpus: dict[str, tuple]) -> list[list[tu
 
 
 def test_ideas_asset_with_the_chains_and_ranking_sources_then_the_filters_and_the_arena(home):
-    import re
-
-    from assets.filtered_ideas.arena_prompts import CRITERIA
     from pipelines.lineage import idea_lineage
-    from tests.fake_llm import FakeLLMServer, Script
+    from tests.fake_llm import FakeLLMServer, Script, arena_answer
 
-    class ArenaScript(Script):
+    class ArenaScript(Script):   # a chain's idea beats any other
         def answer(self, req):
-            fmt = req.get("response_format") or {}
-            if fmt.get("json_schema", {}).get("name") != "ArenaJudgement":
+            if (judged := arena_answer(req, lambda text: text.startswith("Take the next step"))) is None:
                 return super().answer(req)
             self.count("ArenaJudgement")
-            shown = dict(re.findall(r"^Idea ([AB]): (.*)$", req["messages"][-1]["content"], re.M))
-            a_wins = shown["A"].startswith("Take the next step") and not shown["B"].startswith("Take the next step")
-            b_wins = shown["B"].startswith("Take the next step") and not shown["A"].startswith("Take the next step")
-            return json.dumps({"reason": "scripted", **{c: "A" if a_wins else ("B" if b_wins else "tie")
-                                                        for c in CRITERIA}})
+            return judged
 
     with FakeLLMServer(ArenaScript()) as server:
         ideas, filtered, papers, meta = materialize_round(home, server, sources=["chains", "ranking"], arena=True)

@@ -32,16 +32,12 @@ from schemas.llm_outputs import IdeaDraft
 from schemas.records import Idea, Paper, PaperEntities
 from schemas.topic import IdeationSpec, ScipipSpec, TopicSpecError, load_topic
 from tests.fake_llm import FakeLLMServer, Script
-from tests.test_topic_spec import VALID, make_topic
+from tests.test_topic_spec import VALID, ideation, make_topic
 
 TOPIC = "toy_classification"
 
 
 # -- topic.yaml `ideation.sources` ---------------------------------------------------------
-
-def ideation(tmp_path, section: dict) -> IdeationSpec:
-    return load_topic(make_topic(tmp_path, "toy", {**VALID, "ideation": section})).ideation
-
 
 def test_sources_default_to_the_ranking_and_the_tuning_moves(tmp_path):
     cfg = load_topic(make_topic(tmp_path, "toy", VALID)).ideation

@@ -30,6 +30,11 @@ def make_topic(root: Path, folder: str, spec: dict | None = None, *, text: str |
     return d
 
 
+def ideation(tmp_path: Path, section: dict):
+    """The IdeationSpec of a valid toy topic whose topic.yaml has `section` as `ideation`."""
+    return load_topic(make_topic(tmp_path, "toy", {**VALID, "ideation": section})).ideation
+
+
 def with_(**changes) -> dict:
     spec = {**VALID, **changes}
     return {k: v for k, v in spec.items() if v is not ...}
