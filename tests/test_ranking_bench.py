@@ -214,6 +214,7 @@ def test_the_signals_are_compared_when_every_paper_has_both(rb):
     assert (m["precision"], m["recall"]) == (1.0, 1.0)
     assert "### Which text the cosine compares" in body and "on 3 of 3 topics" in body
     assert f"{rb.LABELLED_AFTER_CHOICE[0]} was labelled afterwards" in body
+    assert "(whole abstract): the advantage seen on the first topics carried." in body
     # an older record without the sentence signal renders without the comparison
     old = _similarity_record()
     assert "### Which text" not in rb.render_similarity(old) and old["analysis"]["signals"] == {}
