@@ -137,22 +137,28 @@ class RetrievedPaper(BaseModel):
 
 
 class ChainLink(BaseModel):
-    """One paper of a chain (assets/ideas/chains.py) and how it was reached from the later paper."""
+    """One paper of a chain (assets/ideas/chains.py) and how it was reached: backward from the later
+    paper, or forward from the earlier one."""
     paper_id: str
     title: str
     year: int | None = None
-    link: Literal["anchor", "cites", "similarity"] = Field(
-        description="anchor = the chain's newest paper, where it starts; cites = the next later paper of the chain "
-        "cites this one (known citation data); similarity = no usable citation was known, so this is the round's "
-        "paper of the same year or earlier most similar to the later one: not a citation")
+    link: Literal["anchor", "cites", "similarity", "cites_earlier", "similar_later"] = Field(
+        description="anchor = the paper the chain starts from; backward (older than the anchor): cites = the next "
+        "later paper of the chain cites this one (known citation data); similarity = no usable citation was known, "
+        "so this is the round's paper of the same year or earlier most similar to the later one: not a citation; "
+        "forward (newer than the anchor): cites_earlier = this paper cites the one before it; similar_later = no "
+        "citing paper was known, so this is the round's paper of the same year or later most similar to the one "
+        "before it: not a citation")
     topic_similarity: float = Field(0.0, description="cosine between the paper's and the topic's embeddings")
-    link_similarity: float | None = Field(None, description="for a similarity link, the cosine with the later paper")
+    link_similarity: float | None = Field(None, description="for a similarity link, the cosine with the paper it "
+                                          "was reached from")
 
 
 class PaperChain(BaseModel):
     """A chain of papers for the chains idea source, oldest first, and what the LLM read in it."""
     index: int = Field(description="1, 2, ...: the order of the chains in the round")
-    anchor: str = Field(description="the paper the chain starts from (its newest, last in `links`)")
+    anchor: str = Field(description="the paper the chain starts from: the papers before it in `links` were reached "
+                        "backward, those after it forward")
     anchor_reason: str = ""
     links: list[ChainLink] = Field(description="the papers oldest first; the anchor is the last")
     trend: str = ""

@@ -98,14 +98,19 @@ class ScipipSpec(BaseModel):
 
 class ChainsSpec(BaseModel):
     """Chains of papers (Chain-of-Ideas, seed paper 002, its 2.2-2.3; assets/ideas/chains.py), used by the
-    `chains` source: each chain starts at one of the round's best papers and goes back in time."""
+    `chains` source: each chain starts at one of the round's best papers and goes back in time (and `newer`
+    papers forward)."""
     model_config = ConfigDict(extra="forbid")
     count: int = Field(2, ge=1, le=5, description="chains per round, each from a different anchor paper (the "
                        "papers paper_rankings kept first, then the round's papers most similar to the topic); one "
                        "LLM request per chain")
     length: int = Field(4, ge=2, le=8, description="papers per chain at most, the anchor included: each next paper "
-                        "is one the current paper cites (the most similar to the topic), or where none is known the "
-                        "round's paper of the same year or earlier most similar to it (marked as such)")
+                        "back is one the current paper cites (the most similar to the topic), or where none is known "
+                        "the round's paper of the same year or earlier most similar to it (marked as such)")
+    newer: int = Field(1, ge=0, le=4, description="papers after the anchor at most, within `length` (Chain-of-Ideas "
+                       "extends a chain both ways): each is one citing the paper before it, or where none is known "
+                       "the round's paper of the same year or later most similar to it (marked as such); 0: the "
+                       "chain only goes back in time")
 
 
 class IdeationSpec(BaseModel):

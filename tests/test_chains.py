@@ -13,9 +13,12 @@ import pytest
 
 from assets.ideas import prompts
 from assets.ideas.chains import (
+    FORWARD,
     anchors,
     build_chain,
     build_chains,
+    build_forward,
+    citing_index,
     paper_chains,
     per_chain,
     prompt_chain,
@@ -36,7 +39,7 @@ TOPIC = "toy_classification"
 def test_chains_is_a_source_with_defaults(tmp_path):
     cfg = ideation(tmp_path, {"sources": ["chains", "ranking"]})
     assert cfg.sources == ["chains", "ranking"] and cfg.chains == ChainsSpec()
-    assert (cfg.chains.count, cfg.chains.length) == (2, 4)
+    assert (cfg.chains.count, cfg.chains.length, cfg.chains.newer) == (2, 4, 1)
     cfg = ideation(tmp_path / "second", {"sources": "chains", "chains": {"count": 3, "length": 5}})
     assert cfg.sources == ["chains"] and (cfg.chains.count, cfg.chains.length) == (3, 5)
     assert IdeationSpec.model_validate_json(cfg.model_dump_json()) == cfg
@@ -48,6 +51,8 @@ def test_chains_is_a_source_with_defaults(tmp_path):
     ({"chains": {"count": 6}}, "field 'ideation.chains.count'"),
     ({"chains": {"length": 1}}, "field 'ideation.chains.length'"),  # one paper shows no step
     ({"chains": {"length": 9}}, "field 'ideation.chains.length'"),
+    ({"chains": {"newer": 5}}, "field 'ideation.chains.newer'"),
+    ({"chains": {"newer": -1}}, "field 'ideation.chains.newer'"),
     ({"chains": {"width": 2}}, "field 'ideation.chains.width'"),
     ({"sources": ["chains", "chains"]}, "lists chains more than once"),
 ])
@@ -175,6 +180,62 @@ def test_reachable_follows_known_references_a_bounded_depth():
     assert reachable([library["a"]], library, 3) == ["a", "b", "c", "d"]  # 'gone' is not a known paper
 
 
+def test_forward_prefers_a_citing_paper_then_similarity_to_later_papers_only():
+    ps = [paper("a", 2019, refs=["old"]), paper("old", 2016), paper("citer", 2021, refs=["a"]),
+          paper("twin", 2020), paper("earlier_twin", 2018), paper("newest", 2023)]
+    library = {p.paper_id: p for p in ps}
+    vecs = {"a": unit(1, 0), "old": unit(0, 1), "citer": unit(0, 1), "twin": unit(1, 0.01),
+            "earlier_twin": unit(1, 0), "newest": unit(0.2, 1)}
+    cited_by = citing_index(library)
+    assert cited_by == {"old": ["a"], "a": ["citer"]}
+    ahead = build_forward("a", library, list(library), {}, vecs, 3, cited_by)
+    # citer cites a (a known citation beats the more similar twin); nothing cites citer: the round's paper of
+    # 2021 or later most similar to it is newest (twin, from 2020, would go back in time; earlier_twin too)
+    assert kinds(ahead) == [("citer", "cites_earlier"), ("newest", "similar_later")]
+    assert ahead[0].link_similarity is None and ahead[1].link_similarity == pytest.approx(
+        float(vecs["newest"] @ vecs["citer"]), abs=1e-3)
+    # both ways within the length: forward first (up to `newer`), then back; oldest first, the anchor between
+    (c,), _ = build_chains([("a", "kept")], library, list(library), {}, vecs, count=1, length=3, newer=1,
+                           cited_by=cited_by)
+    assert [(lnk.paper_id, lnk.link) for lnk in c.links] == [("old", "cites"), ("a", "anchor"),
+                                                             ("citer", "cites_earlier")]
+    shown = prompt_chain(c, library)
+    assert [how for *_, how in shown] == ["", "cites [1]", "cites [2]"]  # citer cites a, a cites old
+    (c2,), _ = build_chains([("a", "kept")], library, list(library), {}, vecs, count=1, length=4, newer=2,
+                            cited_by=cited_by)
+    assert [lnk.paper_id for lnk in c2.links] == ["old", "a", "citer", "newest"]
+    assert [how for *_, how in prompt_chain(c2, library)][-1] == "similar to [3]"   # never called a citation
+    # a length of 2 leaves room for the forward paper only; newer 0 keeps the chain behind the anchor
+    (c3,), _ = build_chains([("a", "kept")], library, list(library), {}, vecs, count=1, length=2, newer=3,
+                            cited_by=cited_by)
+    assert [lnk.paper_id for lnk in c3.links] == ["a", "citer"]
+    (c4,), _ = build_chains([("a", "kept")], library, list(library), {}, vecs, count=1, length=3, newer=0,
+                            cited_by=cited_by)
+    assert c4.links[-1].link == "anchor" and all(lnk.link not in FORWARD for lnk in c4.links)
+
+
+def test_a_newest_anchor_with_no_later_paper_goes_back_only_and_undated_papers_are_not_reached_forward():
+    ps = [paper("a", 2023, refs=["b"]), paper("b", 2020), paper("undated", None)]
+    library = {p.paper_id: p for p in ps}
+    vecs = {pid: unit(1, 0) for pid in library}
+    assert build_forward("a", library, list(library), {}, vecs, 2, citing_index(library)) == []
+    (c,), notes = build_chains([("a", "kept")], library, list(library), {}, vecs, count=1, length=4, newer=1,
+                               cited_by=citing_index(library))
+    assert [(lnk.paper_id, lnk.link) for lnk in c.links][-2:] == [("b", "cites"), ("a", "anchor")]
+    (_, none), = [build_chains([("undated", "x")], {"undated": library["undated"]}, ["undated"], {}, vecs, 1, 4, 1,
+                               {})]
+    assert none == ["undated: no earlier or later paper to link to"]
+
+
+def test_reachable_follows_citing_papers_forward_too():
+    library = {p.paper_id: p for p in [paper("a", 2020, refs=["b"]), paper("b", 2019),
+                                       paper("c", 2021, refs=["a"]), paper("d", 2022, refs=["c"])]}
+    cited_by = citing_index(library)
+    assert reachable([library["a"]], library, 1, 0, cited_by) == ["a", "b"]
+    assert reachable([library["a"]], library, 1, 1, cited_by) == ["a", "c", "b"]
+    assert set(reachable([library["a"]], library, 1, 2, cited_by)) == {"a", "b", "c", "d"}
+
+
 def fake_encode(texts: list[str]) -> np.ndarray:
     words = ("point", "cloud", "graph", "image", "toy")
     v = np.asarray([[t.lower().count(w) for w in words] + [0.1] for t in texts], dtype=np.float32)
@@ -298,9 +359,13 @@ def check_chain_invariants(table: str, corpus: dict[str, tuple]) -> list[list[tu
         rows = [r.split(" | ") for r in block.splitlines() if r.startswith("| 20")]
         links = [(r[2].strip(), r[3].strip()) for r in rows]
         years = [int(r[0].strip("| ")) for r in rows]
-        assert years == sorted(years) and len({p for p, _ in links}) == len(links) and links[-1][1] == "anchor"
-        for (older, kind), (newer, _) in zip(links, links[1:]):  # a similarity link is never a known citation
-            assert (older in corpus[newer][3]) == (kind == "cites"), (older, kind, newer)
+        assert years == sorted(years) and len({p for p, _ in links}) == len(links)
+        assert [k for _, k in links].count("anchor") == 1
+        for (older, kind), (newer, newer_kind) in zip(links, links[1:]):  # a similarity link is never a citation
+            if newer_kind in FORWARD:  # reached forward: the newer paper's own link names the relation
+                assert (older in corpus[newer][3]) == (newer_kind == "cites_earlier"), (older, newer_kind, newer)
+            else:
+                assert (older in corpus[newer][3]) == (kind == "cites"), (older, kind, newer)
         chains.append(links)
     return chains
 
@@ -329,9 +394,11 @@ def test_ideas_asset_with_the_chains_and_ranking_sources_then_the_filters_and_th
     assert table.count("| year | title | paper_id | link | similarity |") == 2 and "**Predicted next step:**" in table
     chains = check_chain_invariants(table, corpus)
     assert m["chain_citation_links"].value >= 1 and m["chain_citation_links"].value == sum(
-        k == "cites" for c in chains for _, k in c)
+        k in ("cites", "cites_earlier") for c in chains for _, k in c)
     assert m["chain_papers"].value == sum(len(c) for c in chains)
-    assert {c[-1][0] for c in chains} <= set(papers) and len({c[-1][0] for c in chains}) == 2  # distinct anchors
+    assert m["chain_newer_papers"].value == sum(k in FORWARD for c in chains for _, k in c) >= 1
+    anchors_ = {p for c in chains for p, k in c if k == "anchor"}
+    assert anchors_ <= set(papers) and len(anchors_) == 2  # distinct anchors
     assert len(m["chain_trends"].value) == 2 and m["chain_trends"].value[0]["prediction"]
     by_chain = {tuple(p for p, _ in c) for c in chains}
     for i in (i for i in ideas if i.source == "chains"):
@@ -341,8 +408,11 @@ def test_ideas_asset_with_the_chains_and_ranking_sources_then_the_filters_and_th
     assert sorted((f.name, f.source, f.source_papers) for f in filtered) == sorted(
         (i.name, i.source, i.source_papers) for i in ideas)
     assert all(f.arena_rating is not None for f in filtered) and asked["ArenaJudgement"] == 6 * 5
-    top = sorted(filtered, key=lambda f: f.arena_rank)[:3]  # the scripted judge prefers the chains' ideas
-    assert {f.source for f in top} == {"chains"} and {f.name for f in filtered if f.kept} == {f.name for f in top}
+    # the scripted judge prefers the chains' ideas: the best rated of those the similarity filter let through
+    passed = [f for f in filtered if "too similar" not in (f.drop_reason or "")]
+    top = sorted(passed, key=lambda f: f.arena_rank)[:3]
+    assert top[0].source == "chains" and {f.name for f in filtered if f.kept} == {f.name for f in top}
+    assert sorted(filtered, key=lambda f: f.arena_rank)[0].source == "chains"
     lineage = idea_lineage(top[0].idea_id)
     assert "origin chains" in lineage and " -> ".join(top[0].source_papers) in lineage
 

@@ -5,7 +5,7 @@ import dagster as dg
 import polars as pl
 
 from assets.ideas import prompts as idea_prompts
-from assets.ideas.chains import paper_chains, per_chain, prompt_chain
+from assets.ideas.chains import FORWARD, paper_chains, per_chain, prompt_chain
 from assets.ideas.generation import (
     SOURCE_TAG,
     drafts_to_ideas,
@@ -172,7 +172,8 @@ def chain_ideas(llm: LLM, embedder: Embedder, literature: Literature, spec, head
     found = from_frame(papers, Paper)
     corpus = corpus_papers(literature, embedder, spec)
     chains, notes, known = paper_chains(embedder.encode, topic_text(spec.title, spec.description), found,
-                                        from_frame(paper_rankings, PaperScore), corpus, cfg.count, cfg.length)
+                                        from_frame(paper_rankings, PaperScore), corpus, cfg.count, cfg.length,
+                                        cfg.newer)
     library = {p.paper_id: p for p in [*corpus, *found]}
     if not chains:
         notes = [*notes, "no chain of two or more papers could be built: the source proposes nothing this round"]
@@ -216,8 +217,9 @@ def chains_metadata(ch: Chained) -> dict:
         "chains": dg.MetadataValue.md("\n\n".join(chain_table(c) for c in ch.chains) or "(no chain)"),
         "chains_count": len(ch.chains),
         "chain_papers": len(links),
-        "chain_citation_links": sum(link.link == "cites" for link in links),
-        "chain_similarity_links": sum(link.link == "similarity" for link in links),
+        "chain_citation_links": sum(link.link in ("cites", "cites_earlier") for link in links),
+        "chain_similarity_links": sum(link.link in ("similarity", "similar_later") for link in links),
+        "chain_newer_papers": sum(link.link in FORWARD for link in links),
         "chain_trends": dg.MetadataValue.json([{"chain": c.index, "trend": c.trend, "prediction": c.prediction}
                                                for c in ch.chains if c.error is None]),
         "chain_failures": dg.MetadataValue.json(ch.failures),
