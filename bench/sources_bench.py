@@ -160,6 +160,19 @@ def correlation(ideas: list[dict]) -> dict:
     return out
 
 
+def rd2bench_rates(summary: dict) -> dict:
+    """RD2Bench's execution and format rates for the loop's own runs (no ground truth needed): of
+    the kept ideas that were run, how many ran without an error as the patch wrote them (their
+    first attempt, before any repair) and how many reported the topic's metric in the end (after
+    repairs). RD2Bench's correlation and value accuracy need a reference output, which an idea has
+    not: bench/implementation_bench.py measures those on tasks with ground truth."""
+    runs = [r for raw in summary["rounds"] for r in raw["runs"] if r.get("attempts")]
+    return {"with_run": len(runs),
+            "executed_first": sum(r["attempts"][0].get("error") is None and r["attempts"][0].get("exit_code") == 0
+                                  for r in runs),
+            "format_ok": sum(r.get("metric_value") is not None for r in runs)}
+
+
 def source_summary(summary: dict, ideas: list[dict]) -> dict:
     """The per-source figures over a run's rounds (its effectiveness rows and its ideas)."""
     rows = summary["rows"]
@@ -191,6 +204,7 @@ def source_summary(summary: dict, ideas: list[dict]) -> dict:
         "arena_rounds": sum(any(i["arena_rating"] is not None for i in ideas if i["round"] == r["round"])
                             for r in rows),
         "correlation": correlation(ideas),
+        "rd2bench": rd2bench_rates(summary),
     }
 
 
@@ -235,16 +249,20 @@ def render(rec: dict) -> str:
     """The section "sources" of bench/RESULTS.md from the record."""
     table = ["| source | rounds | proposed / kept | implemented (no-op) | ran | verified improvements (vs baseline) | "
              "best gain over baseline [95% CI] | tokens per idea | wall s per idea | Arena rounds | "
-             "kept ideas rated | Spearman rating vs gain |", "|---" * 12 + "|"]
+             "kept ideas rated | Spearman rating vs gain | RD2Bench execution / format of the runs |",
+             "|---" * 13 + "|"]
     for s in rec["sources"]:
         g = s["figures"]
         best = "" if g["best_gain"] is None else f"{g['best_gain']:+.4f}{_ci(g['best_gain_ci'])}"
+        rd = g.get("rd2bench") or {"with_run": 0}
+        rates = "-" if not rd["with_run"] else f"{rd['executed_first']}/{rd['with_run']} / {rd['format_ok']}/" \
+                                                f"{rd['with_run']}"
         table.append(
             f"| {s['source']} | {g['rounds_done']}/{rec['rounds']} | {g['proposed']} / {g['kept']} | "
             f"{g['implemented']} ({g['no_op']}) | {g['ran']} | {g['verified_improvements']} "
             f"({g['improvements_vs_baseline']}) | {best} | {_f(g['tokens_per_idea'], '{:d}')} | "
             f"{_f(g['wall_s_per_idea'], '{:.0f}')} | {g['arena_rounds']} | {g['correlation']['rated']}/"
-            f"{g['correlation']['kept']} | {_corr(g['correlation'])} |")
+            f"{g['correlation']['kept']} | {_corr(g['correlation'])} | {rates} |")
     p = rec["pooled"]
     also = f" plus {', '.join(rec['also'])}" if rec.get("also") else ""
     incomplete = "" if rec.get("complete") else "; INCOMPLETE: not every source finished its rounds"
@@ -265,7 +283,9 @@ def render(rec: dict) -> str:
          "idea: the rounds' LLM tokens (the Arena's judgements included) over their kept ideas. Spearman: the "
          "kept ideas' Arena ratings against their gains over the round's reference; ideas that failed or did "
          f"not run are left out, fewer than {MIN_PAIRS} pairs report no correlation. The Arena runs only in a "
-         "round with more candidates than its budget, and refilled ideas are never rated."),
+         "round with more candidates than its budget, and refilled ideas are never rated. RD2Bench execution / "
+         "format: of the kept ideas run, those whose patch ran without an error before any repair / those that "
+         "reported the metric in the end (the ground-truth metrics are in the section implementation)."),
         "",
         *table,
         "",

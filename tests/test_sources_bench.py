@@ -78,7 +78,11 @@ def summary(source, goal="maximize", ratings=(1000.0, 1010.0, 990.0), deltas=(0.
     return {"topic": f"t__{source}", "goal": goal, "rows": [row],
             "rounds": [{"round": "r1", "ideas": ideas, "verdicts": verdicts,
                         "patches": [{"idea_id": i, "status": "ok"} for i in ids[:2]],
-                        "runs": [{"idea_id": i, "status": "success"} for i in ids[:2]]}]}
+                        "runs": [{"idea_id": ids[0], "status": "success", "metric_value": 0.9,
+                                  "attempts": [{"exit_code": 0, "error": None}]},
+                                 {"idea_id": ids[1], "status": "success", "metric_value": 0.91,
+                                  "attempts": [{"exit_code": 1, "error": "NameError: x"},
+                                               {"exit_code": 0, "error": None}]}]}]}
 
 
 def test_idea_rows_turn_deltas_into_gains(sb):
@@ -115,7 +119,8 @@ def test_render_has_a_row_per_source_and_the_correlation(sb):
 
     body = sb.render(rec)
     assert "| ranking | 1/1 | 4 / 3 | 2 (1) | 2 | 1 (0) | +0.0300 [+0.0200, +0.0400] | 3000 | 300 | 1 | 3/3 | " \
-           "n too small (n = 2) |" in body
+           "n too small (n = 2) | 1/2 / 2/2 |" in body
+    assert g["rd2bench"] == {"with_run": 2, "executed_first": 1, "format_ok": 2}
     assert "| brainstorm | 1/1 |" in body
     assert "- Pooled over the sources: Spearman n too small (n = 4)" in body
     assert "in-sample (image_classification: its screen run was tuned)" in body
