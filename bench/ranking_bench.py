@@ -33,6 +33,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -610,13 +611,37 @@ def analyse_similarity(rec: dict) -> dict:
     return res
 
 
-SENTENCE = "sentence_cosine"   # the paper's field: rank.sentence_similarities (best abstract sentence)
+SENTENCE = "sentence_cosine"   # the paper's field: sentence_similarities (best abstract sentence)
 SIGNALS = {"cosine": "title + abstract as one text (rank.abstract_similarities, shipped)",
-           SENTENCE: "the abstract's best sentence (rank.sentence_similarities)"}
+           SENTENCE: "the abstract's best sentence (ranking_bench.sentence_similarities; not shipped)"}
 COMPARED_RULES = ("centred", "z_score")
 # labelled (blind to every similarity) after the sentence signal was chosen on the 7 topics before them: for
 # the choice of signal these are the only held-out topics
 LABELLED_AFTER_CHOICE = ("audio_keyword_spotting", "image_generation")
+
+
+def abstract_sentences(abstract: str, min_chars: int = 20) -> list[str]:
+    """The abstract split after . ! or ? followed by white space; pieces shorter than `min_chars`
+    (abbreviations, "Results.") are left out; an abstract with no longer piece is one sentence."""
+    parts = [s.strip() for s in re.split(r"(?<=[.!?])\s+", abstract or "")]
+    return [s for s in parts if len(s) >= min_chars] or [(abstract or "").strip()]
+
+
+def sentence_similarities(brief, papers: list, embedder) -> list[float]:
+    """Per paper, the highest cosine between the topic (title and description) and one sentence of
+    its abstract: a paper on the topic's task usually says so in one sentence, which the whole
+    abstract's embedding dilutes with its other claims (bench/RESULTS.md "ranking by similarity")."""
+    from assets.paper_rankings.prompts import topic_text
+
+    if not papers:
+        return []
+    sents = [abstract_sentences(p.abstract) for p in papers]
+    vecs = embedder.encode([topic_text(brief.title, brief.description)] + [s for ss in sents for s in ss])
+    out, at = [], 1
+    for ss in sents:
+        out.append(round(float((vecs[at:at + len(ss)] @ vecs[0]).max()), 4))
+        at += len(ss)
+    return out
 
 
 def auc(scores: list[float], relevant: list[bool]) -> float | None:
@@ -660,7 +685,7 @@ def mark_kept(rec: dict) -> None:
 def similarity_topic(entry: dict, embedder, literature, corpus: dict) -> dict:
     """One topic's candidates with their cosine (rank.abstract_similarities: the topic's title and
     description against the paper's title and abstract); no LLM call."""
-    from assets.paper_rankings.rank import abstract_similarities, sentence_similarities
+    from assets.paper_rankings.rank import abstract_similarities
 
     topic = plain_brief(entry)
     rows, pool, candidates = candidate_pool(entry, topic, literature, embedder)

@@ -218,3 +218,30 @@ def test_the_signals_are_compared_when_every_paper_has_both(rb):
     # an older record without the sentence signal renders without the comparison
     old = _similarity_record()
     assert "### Which text" not in rb.render_similarity(old) and old["analysis"]["signals"] == {}
+
+
+def test_abstract_sentences_split_and_keep_the_long_pieces(rb):
+    text = "We study X. Results. A new loss for keyword spotting is proposed! Does it work? Yes it does, clearly."
+    assert rb.abstract_sentences(text) == ["A new loss for keyword spotting is proposed!", "Yes it does, clearly."]
+    assert rb.abstract_sentences("Short.") == ["Short."] and rb.abstract_sentences("") == [""]
+
+
+def test_sentence_similarity_is_the_best_sentence_cosine(rb):
+    import numpy as np
+
+    from schemas.records import Paper, TopicBrief
+
+    class Axes:   # each text is a unit vector on the axis its first word names
+        def encode(self, texts):
+            axes = {"topic": 0, "task": 0, "other": 1, "noise": 2}
+            out = np.zeros((len(texts), 3), dtype=np.float32)
+            for i, t in enumerate(texts):
+                out[i, axes[t.split()[0].lower()]] = 1.0
+            return out
+
+    brief = TopicBrief(topic="t", title="Topic title", description="d", metric_name="m", metric_goal="maximize",
+                       task="t", input="i", output="o", domain="d", evaluation="e", search_query="q")
+    papers = [Paper(paper_id="a", title="x", abstract="Other things are studied here. Task sentence that matches."),
+              Paper(paper_id="b", title="y", abstract="Noise sentence number one. Other sentence number two.")]
+    assert rb.sentence_similarities(brief, papers, Axes()) == [1.0, 0.0]
+    assert rb.sentence_similarities(brief, [], Axes()) == []

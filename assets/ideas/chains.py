@@ -164,9 +164,9 @@ def build_chains(ordered_anchors: Sequence[tuple[str, str]], library: Mapping[st
             notes.append(f"{pid}: already in an earlier chain")
             continue
         ahead = build_forward(pid, library, candidates, topic_sim, vecs, min(newer, length - 1), cited_by or {})
-        back = build_chain(pid, {k: v for k, v in library.items() if k not in {a.paper_id for a in ahead}},
-                           [c for c in candidates if c not in {a.paper_id for a in ahead}], topic_sim, vecs,
-                           length - len(ahead))
+        taken = {a.paper_id for a in ahead}  # the backward part may not reuse them
+        back = build_chain(pid, {k: v for k, v in library.items() if k not in taken} if taken else library,
+                           [c for c in candidates if c not in taken], topic_sim, vecs, length - len(ahead))
         links = back[::-1] + ahead
         if len(links) < MIN_PAPERS:
             notes.append(f"{pid}: no earlier {'or later ' if newer else ''}paper to link to")

@@ -1,7 +1,6 @@
 """Ranking papers with the LLM: a yes/no judgement read from token log-probabilities, the
 abstract's embedding similarity to the topic, their combination, and (older modes) relevance
 categories and the papers' own task attributes."""
-import re
 from collections import Counter
 from functools import cache
 from typing import Literal
@@ -150,28 +149,6 @@ def abstract_similarities(brief: TopicBrief, papers: list[Paper], embedder: Embe
     vecs = embedder.encode([prompts.topic_text(brief.title, brief.description)]
                            + [f"{p.title}. {p.abstract}" for p in papers])
     return [round(float(vecs[0] @ v), 4) for v in vecs[1:]]
-
-
-def abstract_sentences(abstract: str, min_chars: int = 20) -> list[str]:
-    """The abstract split after . ! or ? followed by white space; pieces shorter than `min_chars`
-    (abbreviations, "Results.") are left out; an abstract with no longer piece is one sentence."""
-    parts = [s.strip() for s in re.split(r"(?<=[.!?])\s+", abstract or "")]
-    return [s for s in parts if len(s) >= min_chars] or [(abstract or "").strip()]
-
-
-def sentence_similarities(brief: TopicBrief, papers: list[Paper], embedder: Embedder) -> list[float]:
-    """Per paper, the highest cosine between the topic (title and description) and one sentence of
-    its abstract: a paper on the topic's task usually says so in one sentence, which the whole
-    abstract's embedding dilutes with its other claims (bench/RESULTS.md "ranking by similarity")."""
-    if not papers:
-        return []
-    sents = [abstract_sentences(p.abstract) for p in papers]
-    vecs = embedder.encode([prompts.topic_text(brief.title, brief.description)] + [s for ss in sents for s in ss])
-    out, at = [], 1
-    for ss in sents:
-        out.append(round(float((vecs[at:at + len(ss)] @ vecs[0]).max()), 4))
-        at += len(ss)
-    return out
 
 
 def signal_reason(mode: str, p_yes: float | None, similarity: float | None, value: float, centred: bool) -> str:
