@@ -133,6 +133,11 @@ class IdeationSpec(BaseModel):
         "so far (bench/RESULTS.md effectiveness); [ranking] alone is DOLPHIN's loop")
     tuning_moves: int = Field(1, ge=1, le=10, description="moves the `tuning` source proposes per round (at most one "
                               "per knob); they take that many of budget.ideas_per_round")
+    tuning_adapt: bool = Field(True, description="from round 2 the moves' places follow the loop's own verdicts "
+                               "in this topic: the budget is shared between moves and the LLM's ideas in proportion "
+                               "to each kind's rate of verified improvements so far ((wins + 1) / (runs + 2)), at "
+                               "least tuning_moves and at least one place left for the LLM's ideas "
+                               "(assets/ideas/tuning.py tuning_places); false: always tuning_moves")
     tuning_fill: bool = Field(True, description="the tuning source also proposes reserve moves (up to "
                               "budget.ideas_per_round in all, one per knob), which fill the places the filters and "
                               "refills left empty, so a round still tests its budget of ideas")

@@ -188,6 +188,38 @@ def test_reserve_moves_fill_the_places_the_filters_left_empty():
     assert [m.kept for m in fill_with_moves(reserve, 1)] == [True, False]
 
 
+def _fb(idea_id: str, verdict: str):
+    from schemas.records import Feedback
+    return Feedback(idea_id=idea_id, name=idea_id, title="", summary="", verdict=verdict, reason="",
+                    metric_value=None, baseline_value=0.8, effective=verdict == "improvement")
+
+
+def test_places_for_moves_follow_each_kinds_record_in_the_topic():
+    """tuning_places: the first round (no verdicts) and `tuning_adapt: false` give tuning_moves; later
+    rounds share the budget by each kind's rate of verified improvements with one prior win and loss
+    ((w + 1) / (n + 2)), never below tuning_moves, one place left for the LLM's ideas."""
+    from assets.ideas.tuning import tuning_places
+
+    moves = {"m1", "m2", "m3"}
+    first = tuning_places([], moves, 1, 3, adapt=True, llm_sources=True)
+    assert first.moves == 1 and "no earlier verdicts" in first.reason
+    won = [_fb("m1", "improvement"), _fb("a", "failed"), _fb("b", "maintenance")]  # 2/3 vs 1/4: 0.73 of 3
+    assert tuning_places(won, moves, 1, 3, adapt=True, llm_sources=True).moves == 2
+    assert tuning_places(won, moves, 1, 3, adapt=False, llm_sources=True).moves == 1
+    assert tuning_places(won, moves, 1, 6, adapt=True, llm_sources=True).moves == 4   # 4.4 of 6
+    assert tuning_places(won, moves, 1, 3, adapt=True, llm_sources=False).moves == 2  # round(2.18)
+    # the LLM's ideas winning take the places back, down to tuning_moves and no lower
+    llm_won = [_fb("m1", "decline"), _fb("m2", "maintenance"), _fb("a", "improvement"), _fb("b", "improvement")]
+    assert tuning_places(llm_won, moves, 1, 3, adapt=True, llm_sources=True).moves == 1
+    assert tuning_places(llm_won, moves, 1, 6, adapt=True, llm_sources=True).moves == 2  # 0.25 of 6, half up
+    # neither kind has won: even rates, but a kind run less is not punished for it
+    even = tuning_places([_fb("m1", "decline"), _fb("a", "failed"), _fb("b", "failed")], moves, 1, 3,
+                         adapt=True, llm_sources=True)
+    assert even.moves == 2 and "moves improved 0/1, the LLM's ideas 0/2" in even.reason
+    # every place but the LLM's one is already the user's
+    assert tuning_places(won, moves, 2, 3, adapt=True, llm_sources=True).moves == 2
+
+
 @pytest.fixture
 def spec(tmp_path):
     return load_topic(make_topic(tmp_path, "toy", {**VALID}))
@@ -256,6 +288,23 @@ def test_a_round_with_the_tuning_source(home, fake_llm):
     from assets.filtered_ideas.filtering import RESERVE_UNUSED
     assert [(f.name, f.drop_reason) for f in filtered if f.source == "tuning" and not f.kept] == \
         [("tune_lr_up", RESERVE_UNUSED)]
+    assert meta["tuning_places"].value == 1 and "no earlier verdicts" in meta["tuning_places_reason"].value
+    # round 2: the moves' places follow r1's verdicts (ideation.tuning_adapt, the default)
+    from assets.ideas.generation import read_history
+    from assets.ideas.tuning import tuning_places
+    from schemas.records import Feedback
+    instance.add_dynamic_partitions("rounds", ["r2"])
+    assert dg.materialize(ALL_ASSETS, selection=ROUND_ASSETS, partition_key=str(multi_key("toy_classification", "r2")),
+                          instance=instance, resources=resources).success
+    h = read_history(store, "toy_classification", "r2")
+    r1 = from_frame(store.read("feedback_summary", "toy_classification", "r1"), Feedback)
+    assert len(r1) == 3 and {f.idea_id for f in r1} & h.tuning_ids == {move.idea_id}
+    want = tuning_places(r1, h.tuning_ids, 1, 3, adapt=True, llm_sources=True)
+    meta = instance.get_latest_materialization_event(dg.AssetKey("filtered_ideas")).asset_materialization.metadata
+    assert meta["tuning_places"].value == want.moves and meta["tuning_places_reason"].value == want.reason
+    assert "moves improved" in want.reason
+    kept2 = [f for f in from_frame(store.read("filtered_ideas", "toy_classification", "r2"), FilteredIdea) if f.kept]
+    assert [f.source for f in kept2].count("tuning") >= want.moves
 
 
 def test_with_the_tuning_source_the_llm_is_told_to_leave_values_to_the_moves():

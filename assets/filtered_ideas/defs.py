@@ -16,6 +16,7 @@ from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
 from assets.filtered_ideas.retrieval import NoveltySearch
 from assets.ideas.generation import BANK_VERDICTS, LLM_SOURCES, propose_more, read_history, refill_inputs, tunes
 from assets.ideas.scipip import papers_references
+from assets.ideas.tuning import tuning_places
 from assets.round_reference.reference import reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
@@ -69,7 +70,11 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
 
     # the tuning source's moves take their share of the budget first; the filters fill the rest, and
     # the reserve moves (ideation.tuning_fill) the places the filters and refills still left empty
-    items, reserve = split_reserve(items, cfg.tuning_moves)
+    places = tuning_places(history.feedback, history.tuning_ids, cfg.tuning_moves, spec.budget.ideas_per_round,
+                           cfg.tuning_adapt, any(s in LLM_SOURCES for s in cfg.sources))
+    if "tuning" in cfg.sources:
+        context.log.info(f"places for tuning moves: {places.reason}")
+    items, reserve = split_reserve(items, places.moves)
     moves, items = keep_tuning(items, spec.budget.ideas_per_round)
     budget = spec.budget.ideas_per_round - sum(m.kept for m in moves)
     refills = cfg.refills if any(s in LLM_SOURCES for s in cfg.sources) else 0
@@ -94,6 +99,8 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
         "kept": sum(o.kept for o in out), "dropped": sum(not o.kept for o in out), "bank_size": len(bank),
         "budget": spec.budget.ideas_per_round, "proposals": filled.proposals, "refills": filled.proposals - 1,
         "max_refills": refills, "tuning_moves_kept": sum(m.kept for m in moves),
+        "tuning_places": places.moves if "tuning" in cfg.sources else 0,
+        "tuning_places_reason": places.reason if "tuning" in cfg.sources else "",
         "reserve_moves_kept": sum(m.kept and m.novelty_reason == RESERVE_KEPT for m in moves),
         "ideas_proposed": len(out),
         "dropped_by_filters": len(dropped_by_filters(out)),

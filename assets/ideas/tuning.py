@@ -302,3 +302,41 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
             used.add(move.key)
             out.append((move, why))
     return out
+
+
+@dataclass(frozen=True)
+class Places:
+    """How many of a round's places the tuning source's moves take, and why."""
+    moves: int
+    reason: str
+
+
+def _rate(wins: int, runs: int) -> float:
+    return (wins + 1) / (runs + 2)  # Laplace's rule: a kind not yet run counts as even
+
+
+def tuning_places(feedback: Sequence, tuning_ids: set[str], base: int, budget: int, adapt: bool,
+                  llm_sources: bool) -> Places:
+    """The round's places for hyper-parameter moves (ideation.tuning_moves, ideation.tuning_adapt).
+
+    Fixed: `base`. Adaptive (the default), once earlier rounds of the topic have verdicts: the budget
+    is shared between the moves and the LLM's ideas in proportion to each kind's rate of verified
+    improvements in this topic so far, (improvements + 1) / (ideas run + 2), rounded half up; never
+    fewer than `base`, and while an LLM source is on, at least one place stays for its ideas. The
+    loop's own verdicts decide, per topic, which kind of idea earns the places: nothing is fitted to
+    a topic, and with an endpoint whose ideas win the share moves back to them. `feedback` is the
+    earlier rounds' Feedback rows, `tuning_ids` the idea_ids that were moves."""
+    top = budget - 1 if llm_sources else budget
+    why = ("ideation.tuning_adapt is off" if not adapt else "no earlier verdicts" if not feedback else
+           "the budget leaves no more" if top <= base else "")
+    if why:
+        return Places(base, f"{base} (ideation.tuning_moves): {why}")
+    moves = [f for f in feedback if f.idea_id in tuning_ids]
+    others = [f for f in feedback if f.idea_id not in tuning_ids]
+    wins_m = sum(f.verdict == "improvement" for f in moves)
+    wins_o = sum(f.verdict == "improvement" for f in others)
+    rate_m, rate_o = _rate(wins_m, len(moves)), _rate(wins_o, len(others))
+    share = rate_m / (rate_m + rate_o)
+    n = min(top, max(base, math.floor(budget * share + 0.5)))
+    return Places(n, f"{n} of {budget}: moves improved {wins_m}/{len(moves)}, the LLM's ideas {wins_o}/{len(others)} "
+                     f"in earlier rounds (rates {rate_m:.2f} vs {rate_o:.2f} with one prior win and loss each)")
