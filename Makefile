@@ -92,6 +92,11 @@ bench-ranking-similarity: setup
 bench-second-look: setup
 	$(PY) -m bench.second_look_bench
 
+# bench-headroom: every one-knob move of each shipped topic's baseline, run on the topic's seeds and judged by the
+# loop's verdict rule, no LLM (minutes to an hour): bench/records/headroom.json and the section headroom
+bench-headroom: setup
+	$(PY) -m bench.headroom_bench
+
 # bench-embed-parallel: the real embedder's papers/s building a generated dump's embedding chunks with 1 and 2
 # local workers (RESEARCHLOOP_EMBED_WORKERS; minutes, no LLM): bench/records/embed_parallel.json and the
 # section embed_parallel

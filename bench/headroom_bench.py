@@ -1,0 +1,142 @@
+"""How far can the tuning source's first step go? (issue 14): every one-knob move of a topic's baseline,
+run on the topic's seeds and judged by the loop's own verdict rule, with no LLM.
+
+For each topic, each knob the `tuning` source finds in the baseline code (assets/ideas/tuning.py
+`find_knobs`) and each of its candidate values (`moves`: both directions) is applied (`apply_move`),
+run in the real sandbox on the topic's seeds (budget.seeds) and judged against the baseline's seeds by
+assets/feedback_summary/verdicts.py `judge_seeds`, the rule of the loop's verdicts. This is the whole
+neighbourhood the coordinate search starts from, not the loop's order through it: a topic where no move
+is an improvement cannot get one from the tuning source's first step, whatever its order; its
+improvements must come from the LLM's ideas (a change of structure) or from moves stacked on a win.
+
+Writes bench/records/headroom.json (every move: its values per seed, the verdict and its reason) and
+the section headroom of bench/RESULTS.md.
+
+    .venv/bin/python -m bench.headroom_bench [--topics a,b] [--out bench/records/headroom.json]
+    .venv/bin/python -m bench.headroom_bench --merge a.json,b.json     # runs side by side, one record
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import RECORDS, machine, provenance, today, write_section
+
+SCRIPT = "bench/headroom_bench.py"
+SHIPPED = ("image_classification", "pointcloud_classification", "sentiment_classification", "diabetes_regression")
+
+
+def neighbourhood(code: str) -> list:
+    """Every one-knob move of `code` (TuningMove), knob by knob in file order, both directions."""
+    from assets.ideas.tuning import _as_literal, find_knobs, moves
+    from schemas.records import TuningMove
+
+    return [TuningMove(key=k.key, name=k.name, kind=k.kind, where=k.where, function=k.function, direction=d,
+                       old=k.value, new=v, old_text=k.text, new_text=_as_literal(v, v))
+            for k in find_knobs(code) for d, v in moves(k)]
+
+
+def probe_topic(topic: str, work: Path, log=print) -> dict:
+    from assets.feedback_summary.verdicts import judge_seeds
+    from assets.ideas.tuning import apply_move
+    from assets.run_results.experimenting import baseline_values, repeat_seeds, run_with_repair
+    from resources.paths import resolve_topic_dir
+    from resources.runner import Runner
+    from schemas.topic import load_topic
+
+    spec = load_topic(resolve_topic_dir(topic))
+    code = spec.code_path.read_text()
+    runner = Runner()
+    t0 = time.time()
+    base = baseline_values(spec, runner, log=lambda s: None)
+    rows = []
+    for m in neighbourhood(code):
+        tag = f"{m.name}_{m.direction}_{m.new_text}".replace("/", "_")
+        t = time.time()
+        common = dict(runner=runner, llm=None, idea_id=tag, title="", edit_format="functions", log=lambda s: None,
+                      suggestions=False, memo=False)
+        first = run_with_repair(spec, apply_move(code, m), workdir=work / topic / tag, max_repairs=0, **common)
+        seeded = repeat_seeds(spec, first, runner, work / topic / tag / "seeds", log=lambda s: None, gate=False)
+        row = {"key": m.key, "kind": m.kind, "direction": m.direction, "old": m.old_text, "new": m.new_text,
+               "status": seeded.status, "error": seeded.reason if seeded.status != "success" else "",
+               "seed_values": seeded.seed_values or ([seeded.metric_value] if seeded.metric_value is not None
+                                                      else []),
+               "verdict": "failed", "reason": "", "delta": None, "seconds": round(time.time() - t, 1)}
+        if seeded.status == "success" and base:
+            v, why, c = judge_seeds(row["seed_values"], base, spec.metric.goal, spec.metric.tolerance)
+            row.update(verdict=v, reason=why, delta=c.mean_diff)
+        rows.append(row)
+        log(f"{topic}: {m.key} {m.old_text} -> {m.new_text}: {row['verdict']} {row['reason'][:90]}")
+    return {"topic": topic, "metric": spec.metric.name, "goal": spec.metric.goal, "tolerance": spec.metric.tolerance,
+            "seeds": spec.budget.seeds, "baseline_seed_values": base, "moves": rows,
+            "wall_s": round(time.time() - t0, 1)}
+
+
+def section(rec: dict) -> str:
+    lines = ["## Headroom of the tuning source's first step (issue 14)", "",
+             provenance(SCRIPT, rec["record"], f"{rec['date']} on {rec['machine']}", rec["sample"]), "",
+             "Every one-knob move of each topic's baseline (`find_knobs` x `moves`, both directions), applied without "
+             "the LLM, run on the topic's seeds in the sandbox and judged against the baseline's seeds by the loop's "
+             "verdict rule (assets/feedback_summary/verdicts.py). A topic with no `improvement` here cannot get one "
+             "from the tuning source's first step in any order; its wins must come from the LLM's ideas or from "
+             "moves stacked on an earlier win.", "",
+             "| topic | knobs | moves | improvement | maintenance | decline | failed | best move: mean difference "
+             "(verdict) | wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for t in rec["topics"]:
+        ms = t["moves"]
+        count = {v: sum(m["verdict"] == v for m in ms) for v in ("improvement", "maintenance", "decline", "failed")}
+        ran = [m for m in ms if m["delta"] is not None]
+        sign = 1 if t["goal"] == "maximize" else -1
+        best = max(ran, key=lambda m: sign * m["delta"]) if ran else None
+        show = (f"{best['key']} {best['old']} -> {best['new']}: {best['delta']:+.4f} ({best['verdict']})"
+                if best else "-")
+        lines.append(f"| {t['topic']} | {len({m['key'] for m in ms})} | {len(ms)} | {count['improvement']} | "
+                     f"{count['maintenance']} | {count['decline']} | {count['failed']} | {show} | {t['wall_s']} |")
+    lines += ["", "Every move (mean difference against the baseline's seeds; the verdict's reason):", "",
+              "| topic | knob | move | seeds | mean difference | verdict | reason |", "|---|---|---|---|---|---|---|"]
+    for t in rec["topics"]:
+        for m in t["moves"]:
+            d = f"{m['delta']:+.4f}" if m["delta"] is not None else "-"
+            why = (m["reason"] or m["error"] or "")[:140].replace("|", "/")
+            lines.append(f"| {t['topic']} | {m['key']} ({m['kind']}) | {m['old']} -> {m['new']} | "
+                         f"{len(m['seed_values'])} | {d} | {m['verdict']} | {why} |")
+    return "\n".join(lines)
+
+
+def finish(rec: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
+    if out.resolve() == (RECORDS / "headroom.json").resolve():
+        print(write_section("headroom", section(rec)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topics", default=",".join(SHIPPED), help="comma-separated topic names or folders")
+    ap.add_argument("--out", default=str(RECORDS / "headroom.json"))
+    ap.add_argument("--merge", default="", help="comma-separated records of earlier runs to join into --out")
+    ap.add_argument("--sample", default="held-out for the tuning source's moves and steps (fixed before these runs; "
+                    "the knob kinds are generic conventions); the topics' baselines are the shipped ones")
+    args = ap.parse_args(argv)
+    rec = {"script": SCRIPT, "record": "bench/records/headroom.json", "date": today(), "machine": machine(),
+           "sample": args.sample, "topics": []}
+    if args.merge:
+        for p in args.merge.split(","):
+            rec["topics"] += json.loads(Path(p).read_text())["topics"]
+    else:
+        os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="headroom-home-"))
+        with tempfile.TemporaryDirectory(prefix="headroom-") as work:
+            for topic in args.topics.split(","):
+                rec["topics"].append(probe_topic(topic, Path(work)))
+                finish(rec, Path(args.out))  # what is done so far survives a stop
+    finish(rec, Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

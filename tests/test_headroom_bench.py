@@ -1,0 +1,56 @@
+"""bench/headroom_bench.py without running experiments: the neighbourhood is every one-knob move in
+both directions and leaves the code's other literals alone; the section counts verdicts per topic and
+names the best move in the topic's direction; the committed record renders to the committed section."""
+from __future__ import annotations
+
+import json
+
+from bench import headroom_bench as hb
+from resources.paths import REPO_ROOT
+
+CODE = "SEED = 0\nEPOCHS = 4\nLR = 5e-3\nDROPOUT = 0.3\nN_TRAIN = 800\n"
+
+
+def test_the_neighbourhood_is_every_knob_both_ways():
+    from assets.ideas.tuning import apply_move
+
+    ms = hb.neighbourhood(CODE)
+    assert [(m.key, m.direction, m.new_text) for m in ms] == [
+        ("EPOCHS", "up", "8"), ("EPOCHS", "down", "2"), ("LR", "up", "0.015"), ("LR", "down", "0.00167"),
+        ("DROPOUT", "up", "0.5"), ("DROPOUT", "down", "0.1")]
+    for m in ms:  # one line changes, seeds and data sizes never
+        changed = [(a, b) for a, b in zip(CODE.splitlines(), apply_move(CODE, m).splitlines()) if a != b]
+        assert len(changed) == 1 and changed[0][0].startswith(m.key)
+    assert hb.neighbourhood("ALPHAS = [0.1, 1.0]\nFOLDS = 5\n") == []  # no named knob: nothing to probe
+
+
+def _move(key, new, verdict, delta):
+    return {"key": key, "kind": "learning_rate", "direction": "up", "old": "1", "new": new, "status": "success",
+            "error": "", "seed_values": [0.5, 0.6, 0.7], "verdict": verdict, "reason": f"{verdict} because",
+            "delta": delta, "seconds": 1.0}
+
+
+def test_section_counts_verdicts_and_names_the_best_move_in_the_goal_direction():
+    rec = {"record": "bench/records/headroom.json", "date": "2026-11-27", "machine": "2 cores", "sample": "held-out",
+           "topics": [
+               {"topic": "up", "goal": "maximize", "wall_s": 3.0, "moves": [
+                   _move("LR", "3", "improvement", 0.02), _move("LR", "0.3", "decline", -0.03),
+                   _move("EPOCHS", "8", "maintenance", 0.001)]},
+               {"topic": "down", "goal": "minimize", "wall_s": 2.0, "moves": [
+                   _move("LR", "3", "decline", 0.02), _move("LR", "0.3", "improvement", -0.03),
+                   {**_move("EPOCHS", "8", "failed", None), "status": "failed", "error": "boom", "reason": ""}]},
+               {"topic": "none", "goal": "maximize", "wall_s": 1.0, "moves": []}]}
+    text = hb.section(rec)
+    assert "| up | 2 | 3 | 1 | 1 | 1 | 0 | LR 1 -> 3: +0.0200 (improvement) | 3.0 |" in text
+    assert "| down | 2 | 3 | 1 | 0 | 1 | 1 | LR 1 -> 0.3: -0.0300 (improvement) | 2.0 |" in text
+    assert "| none | 0 | 0 | 0 | 0 | 0 | 0 | - | 1.0 |" in text
+    assert "| down | EPOCHS (learning_rate) | 1 -> 8 | 3 | - | failed | boom |" in text
+
+
+def test_the_committed_record_renders_to_the_committed_section():
+    rec = json.loads((REPO_ROOT / "bench" / "records" / "headroom.json").read_text())
+    results = (REPO_ROOT / "bench" / "RESULTS.md").read_text()
+    body = results.split("<!-- bench:headroom:begin -->")[1].split("<!-- bench:headroom:end -->")[0]
+    assert body.strip() == hb.section(rec).strip()
+    for t in rec["topics"]:  # every move was judged against the baseline's seeds, or failed with its error
+        assert all(m["verdict"] == "failed" and m["error"] or len(m["seed_values"]) == t["seeds"] for m in t["moves"])
