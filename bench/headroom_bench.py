@@ -32,12 +32,9 @@ SHIPPED = ("image_classification", "pointcloud_classification", "sentiment_class
 
 def neighbourhood(code: str) -> list:
     """Every one-knob move of `code` (TuningMove), knob by knob in file order, both directions."""
-    from assets.ideas.tuning import _as_literal, find_knobs, moves
-    from schemas.records import TuningMove
+    from assets.ideas.tuning import find_knobs, move_of, moves
 
-    return [TuningMove(key=k.key, name=k.name, kind=k.kind, where=k.where, function=k.function, direction=d,
-                       old=k.value, new=v, old_text=k.text, new_text=_as_literal(v, v))
-            for k in find_knobs(code) for d, v in moves(k)]
+    return [move_of(k, d, v) for k in find_knobs(code) for d, v in moves(k)]
 
 
 def probe_topic(topic: str, work: Path, log=print) -> dict:

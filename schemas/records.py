@@ -75,7 +75,8 @@ class TuningMove(BaseModel):
     key: str = Field(description="the knob, stable across rounds: 'EPOCHS', '--lr', 'Adam(lr=)'")
     name: str
     kind: str = Field(description="learning_rate, training_length, width, depth, dropout, weight_decay, penalty, "
-                      "label_smoothing or batch_size")
+                      "label_smoothing, batch_size, or swap (old/new: the member's index in its family, "
+                      "old_text/new_text: the names called)")
     where: str = Field(description="where the code sets it, for people")
     function: str = Field(description="the top-level definition it is in ('<module>': top-level statements)")
     direction: Literal["up", "down"]

@@ -188,6 +188,63 @@ def test_reserve_moves_fill_the_places_the_filters_left_empty():
     assert [m.kept for m in fill_with_moves(reserve, 1)] == [True, False]
 
 
+SKLEARN = """from sklearn.linear_model import Ridge
+from sklearn.model_selection import cross_val_score
+
+ALPHAS = [0.1, 1.0, 10.0]
+scores = {a: cross_val_score(Ridge(alpha=a), X, y).mean() for a in ALPHAS}
+model = Ridge(alpha=max(scores, key=scores.get)).fit(X, y)
+"""
+
+
+def test_a_swap_renames_every_call_of_the_member_and_imports_the_sibling():
+    """find_swaps: one knob per family when every call calls the same member; its choices are the
+    siblings that take the calls' arguments (LinearRegression takes no alpha), later ones first;
+    apply_move renames every call and imports the new name beside the old one."""
+    from assets.ideas.tuning import find_knobs, move_of, moves
+
+    (knob,) = find_knobs(SKLEARN)
+    assert (knob.key, knob.kind, knob.text, len(knob.sites)) == ("linear_model()", "swap", "Ridge", 2)
+    assert [move_of(knob, d, v).new_text for d, v in moves(knob)] == ["Lasso", "ElasticNet", "HuberRegressor"]
+    new = apply_move(SKLEARN, move_of(knob, *moves(knob)[2]))
+    assert "from sklearn.linear_model import HuberRegressor\n" in new and "Ridge(" not in new
+    assert new.count("HuberRegressor(alpha=") == 2 and new.replace("HuberRegressor", "Ridge").replace(
+        "from sklearn.linear_model import Ridge\n", "", 1) == SKLEARN
+    (after,) = find_knobs(new)
+    assert after.text == "HuberRegressor" and [move_of(after, d, v).new_text for d, v in moves(after)] == \
+        ["Ridge", "Lasso", "ElasticNet"]  # none after Huber: the earlier members, in order
+
+
+def test_swaps_of_attributes_respect_each_siblings_arguments():
+    from assets.ideas.tuning import find_swaps, move_of, moves
+
+    code = ("import torch\nfrom torch import nn\n\nact = nn.ReLU(inplace=True)\nhead = nn.ReLU()\n"
+            "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n")
+    by = {k.key: k for k in find_swaps(code)}
+    assert [move_of(by["activation_module()"], d, v).new_text for d, v in moves(by["activation_module()"])] == \
+        ["SiLU"]  # GELU takes no inplace=
+    new = apply_move(code, move_of(by["adam()"], *moves(by["adam()"])[0]))
+    assert "torch.optim.AdamW(model.parameters(), lr=1e-3)" in new and new.count("import") == 2
+    mixed = SKLEARN.replace("import Ridge", "import Lasso, Ridge") + "other = Lasso(alpha=1.0)\n"  # two members of one family: which to swap is unclear
+    assert find_swaps(mixed) == []
+    assert find_swaps("from mylib import Ridge as R\nm = Ridge(alpha=1.0)\n") == []  # Ridge is not that name
+    assert find_swaps("def Ridge(**k):\n    pass\nm = Ridge(alpha=1.0)\n") == []  # a local function
+
+
+def test_swaps_come_after_the_numeric_knobs_and_are_not_repeated():
+    from assets.ideas.generation import tunes
+
+    code = SKLEARN + "EPOCHS = 4\n"
+    first = propose(code, [], 2)
+    assert [m.key for m, _ in first] == ["EPOCHS", "linear_model()"]
+    swap = first[1][0]
+    later = propose(apply_move(code, swap), [("swap_lasso", swap, "maintenance")], 3)
+    assert all(m.new_text not in ("Ridge", "Lasso") for m, _ in later if m.key == "linear_model()")
+    ideas = tuning_ideas(code, History(), 2, "t", "r1", set())
+    assert ideas[1].name == "swap_lasso" and ideas[1].title == "Swap linear model: Ridge -> Lasso"
+    assert not tunes(["ranking", "tuning"], SKLEARN)  # a swap is not a value the LLM must leave alone
+
+
 def _fb(idea_id: str, verdict: str):
     from schemas.records import Feedback
     return Feedback(idea_id=idea_id, name=idea_id, title="", summary="", verdict=verdict, reason="",

@@ -158,7 +158,7 @@ def tunes(sources: Sequence[str], code: str) -> bool:
     has knobs (a script without named knobs gets no move, so its LLM ideas may change values)."""
     from assets.ideas.tuning import find_knobs
 
-    return "tuning" in sources and bool(find_knobs(code))
+    return "tuning" in sources and any(k.kind != "swap" for k in find_knobs(code))
 
 
 def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:
@@ -169,15 +169,19 @@ def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str
 
     out = []
     for move, why in propose(code, history.moves, k):
-        name = unique_name(f"tune {move.name} {move.direction}", taken)
+        swap = move.kind == "swap"
+        name = unique_name(f"swap {move.new_text}" if swap else f"tune {move.name} {move.direction}", taken)
         earlier = [n for n, m, _ in history.moves if m.key == move.key and n in history.ids]
         builds = [history.ids[earlier[-1]]] if earlier and why.startswith("continues") else []
         out.append(Idea(
             idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
-            title=f"Tune {move.name}: {move.old_text} -> {move.new_text}",
-            experiment=f"Set {move.where} from {move.old_text} to {move.new_text}; change nothing else.",
-            summary=f"A hyper-parameter move ({move.kind}, {move.direction}) found in the code without the LLM: "
-                    f"{move.name} {move.old_text} -> {move.new_text}; {why}.",
+            title=f"{'Swap' if swap else 'Tune'} {move.name}: {move.old_text} -> {move.new_text}",
+            experiment=(f"Call {move.new_text} instead of {move.old_text}, {move.where}, with the same arguments; "
+                        "change nothing else." if swap else
+                        f"Set {move.where} from {move.old_text} to {move.new_text}; change nothing else."),
+            summary=(f"A swap within the {move.name} family found in the code without the LLM" if swap else
+                     f"A hyper-parameter move ({move.kind}, {move.direction}) found in the code without the LLM")
+                    + f": {move.name} {move.old_text} -> {move.new_text}; {why}.",
             source="tuning", builds_on_ideas=builds, tuning=move))
     return out
 

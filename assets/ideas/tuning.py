@@ -33,7 +33,7 @@ MODULE = "<module>"
 # knob kinds, in the order untried knobs are proposed: how long and how fast it learns first
 # (short baselines are the common case), then capacity, then regularisation, then the rest
 KIND_ORDER = ("training_length", "learning_rate", "width", "dropout", "weight_decay", "penalty", "depth",
-              "label_smoothing", "batch_size")
+              "label_smoothing", "batch_size", "swap")
 
 _NAMES = {
     "training_length": r"(n_|num_|max_|total_|train_)?(epochs?|iters?|iterations|steps|estimators|boost_rounds?|"
@@ -84,7 +84,11 @@ class Knob:
     end_col: int
     where: str      # for people: "the top-level constant EPOCHS (line 26)"
     function: str   # the top-level definition it is in, or MODULE
-    text: str       # the literal as written: "5e-3"
+    text: str       # the literal as written: "5e-3"; a swap: the class or function called ("Ridge")
+    # a swap only (kind "swap"; value: the called member's index in its family, see SWAPS)
+    sites: tuple[tuple[int, int, int], ...] = ()  # (line, col, end_col) of every call's name
+    module: str = ""                              # the module the name is imported from ("" : an attribute)
+    choices: tuple[int, ...] = ()                 # the members every call can take, in the order to try them
 
 
 def _number(node: ast.AST) -> float | int | None:
@@ -98,8 +102,94 @@ def _callee(call: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else "call"
 
 
+# Swaps: a call of a known class or function replaced by a sibling with the same role, where every
+# call's arguments suit the sibling. Families and their order are library conventions, not fitted to a
+# topic: scikit-learn's linear models in its user guide's order (least squares, ridge, lasso, elastic-net,
+# then robust regression), its forests (random, extremely randomised trees), Adam with coupled or
+# decoupled weight decay, and the common activations. From the current member the later ones are tried
+# first, then the earlier ones. Per family: (label, members, positional arguments allowed, the keyword
+# arguments each member accepts; None: any the family's members share).
+_LINEAR = {"LinearRegression": {"fit_intercept", "copy_X", "n_jobs", "positive"},
+           "Ridge": {"alpha", "fit_intercept", "copy_X", "max_iter", "tol", "solver", "positive", "random_state"},
+           "Lasso": {"alpha", "fit_intercept", "precompute", "copy_X", "max_iter", "tol", "warm_start", "positive",
+                     "random_state", "selection"},
+           "ElasticNet": {"alpha", "l1_ratio", "fit_intercept", "precompute", "max_iter", "copy_X", "tol",
+                          "warm_start", "positive", "random_state", "selection"},
+           "HuberRegressor": {"epsilon", "max_iter", "alpha", "warm_start", "fit_intercept", "tol"}}
+SWAPS: dict[str, tuple[str, tuple[str, ...], int, dict[str, set[str]] | None]] = {
+    "linear_model": ("linear model", tuple(_LINEAR), 0, _LINEAR),
+    "forest_regressor": ("forest", ("RandomForestRegressor", "ExtraTreesRegressor"), 0, None),
+    "forest_classifier": ("forest", ("RandomForestClassifier", "ExtraTreesClassifier"), 0, None),
+    "adam": ("optimiser", ("Adam", "AdamW"), 2, None),
+    "activation_module": ("activation", ("ReLU", "GELU", "SiLU"), 0,
+                          {"ReLU": {"inplace"}, "GELU": {"approximate"}, "SiLU": {"inplace"}}),
+    "activation": ("activation", ("relu", "gelu", "silu"), 1,
+                   {"relu": {"input", "inplace"}, "gelu": {"input", "approximate"}, "silu": {"input", "inplace"}}),
+}
+_FAMILY_OF = {m: f for f, (_, members, _, _) in SWAPS.items() for m in members}
+
+
+def _suits(calls: Sequence[ast.Call], positional: int, accepts: set[str] | None) -> bool:
+    """Whether every call's arguments suit a member taking `positional` positional arguments and the
+    keywords `accepts` (None: any)."""
+    return all(len(c.args) <= positional and not any(k.arg is None for k in c.keywords)
+               and (accepts is None or all(k.arg in accepts for k in c.keywords)) for c in calls)
+
+
+def find_swaps(code: str, tree: ast.Module | None = None) -> list[Knob]:
+    """The swap knobs of `code`: per family (SWAPS), the calls of its members, when they all call the
+    same member, by a name imported with `from M import name` or as a module's attribute (`nn.ReLU`),
+    and at least one sibling suits every call's arguments."""
+    try:
+        tree = tree or ast.parse(code)
+    except SyntaxError:
+        return []
+    imported = {a.asname or a.name: (node.module or "", a.name) for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.level == 0 for a in node.names}
+    calls: dict[str, list[tuple[ast.Call, str]]] = {}
+    for top in tree.body:
+        function = top.name if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else MODULE
+        for node in ast.walk(top):
+            if isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Name) and f.id in _FAMILY_OF and imported.get(f.id, ("", ""))[1] == f.id:
+                    calls.setdefault(_FAMILY_OF[f.id], []).append((node, function))
+                elif isinstance(f, ast.Attribute) and f.attr in _FAMILY_OF and isinstance(f.value, (ast.Name,
+                                                                                                   ast.Attribute)):
+                    calls.setdefault(_FAMILY_OF[f.attr], []).append((node, function))
+    out = []
+    for family, found in calls.items():
+        label, members, positional, accepts = SWAPS[family]
+        names = {_callee(c) for c, _ in found}
+        if len(names) != 1:
+            continue
+        member = names.pop()
+        bare = isinstance(found[0][0].func, ast.Name)
+        if any(isinstance(c.func, ast.Name) != bare for c, _ in found):
+            continue
+        i = members.index(member)
+        calls_ = [c for c, _ in found]
+        choices = tuple(j for j in [*range(i + 1, len(members)), *range(i)]
+                        if _suits(calls_, positional, (accepts or {}).get(members[j])))
+        if not choices:
+            continue
+        sites = []
+        for c, _ in found:
+            f = c.func
+            if bare:
+                sites.append((f.lineno, f.col_offset, f.end_col_offset))
+            else:  # the attribute's name is the last len(attr) bytes of the expression
+                sites.append((f.end_lineno, f.end_col_offset - len(f.attr.encode()), f.end_col_offset))
+        first, function = found[0]
+        where = f"the {label} {member}() ({len(found)} call{'s' if len(found) > 1 else ''}, line {first.lineno})"
+        out.append(Knob(f"{family}()", label, "swap", i, first.lineno, sites[0][1], sites[0][2], where, function,
+                        member, tuple(sites), imported[member][0] if bare else "", choices))
+    return out
+
+
 def find_knobs(code: str) -> list[Knob]:
-    """The knobs of `code` in file order ([] when it does not parse). A name assigned more than
+    """The knobs of `code` in file order ([] when it does not parse), the swaps (`find_swaps`)
+    among them. A name assigned more than
     once in one body counts at its first assignment only (a later `EPOCHS = 1` under `--dry_run`
     sits in an `if`, which is not searched: only direct statements of the module and of
     functions are)."""
@@ -185,7 +275,7 @@ def find_knobs(code: str) -> list[Knob]:
                 for key, value in zip(node.keys, node.values):
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
                         add(f'["{key.value}"]', key.value, value, f'the "{key.value}" entry of a dict', function)
-    return sorted(found, key=lambda k: (k.line, k.col))
+    return sorted(found + find_swaps(code, tree), key=lambda k: (k.line, k.col))
 
 
 def _as_literal(value: float | int, like: float | int) -> str:
@@ -206,6 +296,8 @@ def moves(knob: Knob) -> list[tuple[str, float | int]]:
     less dropout, weight decay or penalty; one layer more then one fewer; smaller then larger
     batches. Values that round to the current one are left out."""
     k = knob.kind
+    if k == "swap":  # the family's other members that suit every call, later ones first
+        return [("up" if j > knob.value else "down", j) for j in knob.choices]
     v = knob.value if k in _INT_KINDS else float(knob.value)  # C=1 moves to 3.0 and 0.333, not to 3 and 0
     if k == "training_length":  # longer first; shorter when longer did not help (over-fitting)
         out = [("up", v * 2), ("down", max(1, v // 2))]
@@ -244,6 +336,8 @@ def apply_move(code: str, move: TuningMove) -> str:
     if knob is None or not _same(knob.value, move.old):
         raise ValueError(f"the knob {move.key} is not in the code at {move.old_text}")
     lines = source_lines(code)
+    if knob.kind == "swap":
+        return _apply_swap(code, lines, knob, move)
     raw = lines[knob.line - 1].encode()
     lines[knob.line - 1] = (raw[:knob.col] + move.new_text.encode() + raw[knob.end_col:]).decode()
     new = "".join(lines)
@@ -251,6 +345,35 @@ def apply_move(code: str, move: TuningMove) -> str:
     if after is None or not _same(after.value, move.new):
         raise ValueError(f"setting {move.key} to {move.new_text} did not take")
     return new
+
+
+def _apply_swap(code: str, lines: list[str], knob: Knob, move: TuningMove) -> str:
+    """Every call of the swap knob's member renamed to the new member; a name imported with
+    `from M import name` gets `from M import new` on the line after that import."""
+    for line, col, end in sorted(knob.sites, reverse=True):
+        raw = lines[line - 1].encode()
+        lines[line - 1] = (raw[:col] + move.new_text.encode() + raw[end:]).decode()
+    if knob.module:
+        tree = ast.parse(code)
+        imp = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == knob.module
+                   and any((a.asname or a.name) == knob.text for a in n.names))
+        indent = re.match(r"[ \t]*", lines[imp.lineno - 1]).group(0)
+        at = imp.end_lineno
+        if at == len(lines) and not lines[-1].endswith(("\n", "\r")):
+            lines[-1] += "\n"
+        lines.insert(at, f"{indent}from {knob.module} import {move.new_text}\n")
+    new = "".join(lines)
+    after = next((k for k in find_knobs(new) if k.key == move.key), None)
+    if after is None or not _same(after.value, move.new):
+        raise ValueError(f"swapping {move.old_text} for {move.new_text} did not take")
+    return new
+
+
+def move_of(knob: Knob, direction: str, value: float | int) -> TuningMove:
+    """The move setting `knob` to `value` (a swap: to its family's member number `value`)."""
+    text = SWAPS[knob.key[:-2]][1][int(value)] if knob.kind == "swap" else _as_literal(value, value)
+    return TuningMove(key=knob.key, name=knob.name, kind=knob.kind, where=knob.where, function=knob.function,
+                      direction=direction, old=knob.value, new=value, old_text=knob.text, new_text=text)
 
 
 def _same(a: float, b: float) -> bool:
@@ -292,10 +415,7 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
             else:
                 earlier = ", ".join(f"{m.new_text} ({v or 'not judged'})" for _, m, v in history)
                 rank, why = (2, KIND_ORDER.index(knob.kind), j, pos), f"earlier moves on this knob: {earlier}"
-            move = TuningMove(key=knob.key, name=knob.name, kind=knob.kind, where=knob.where, function=knob.function,
-                              direction=direction, old=knob.value, new=value,
-                              old_text=knob.text, new_text=_as_literal(value, value))
-            ranked.append((rank, move, why))
+            ranked.append((rank, move_of(knob, direction, value), why))
     out, used = [], set()
     for _, move, why in sorted(ranked, key=lambda r: r[0]):
         if move.key not in used and len(out) < k:
