@@ -128,9 +128,9 @@ class IdeationSpec(BaseModel):
         "such): the LLM reads each chain oldest first, names the trend and the next step, and applies that step to "
         "the code (Chain-of-Ideas, `ideation.chains`); brainstorm = from the topic and code alone (no papers); "
         "tuning = hyper-parameter moves found in the code without the LLM (`ideation.tuning_moves` per round, kept "
-        "without the filters, within the round's budget; assets/ideas/tuning.py; a script with no named knob gets "
-        "none). Default [ranking, tuning]: the moves made the loop's only verified improvements on the local model "
-        "so far (bench/RESULTS.md effectiveness); [ranking] alone is DOLPHIN's loop")
+        "without the filters, within the round's budget; assets/ideas/tuning.py; a script with no named knob and no "
+        "swap gets none). Default [ranking, tuning]: the moves made the loop's only verified improvements on the "
+        "local model so far (bench/RESULTS.md effectiveness); [ranking] alone is DOLPHIN's loop")
     tuning_moves: int = Field(1, ge=1, le=10, description="moves the `tuning` source proposes per round (at most one "
                               "per knob); they take that many of budget.ideas_per_round")
     tuning_adapt: bool = Field(True, description="from round 2 the moves' places follow the loop's own verdicts "

@@ -225,7 +225,8 @@ def test_swaps_of_attributes_respect_each_siblings_arguments():
         ["SiLU"]  # GELU takes no inplace=
     new = apply_move(code, move_of(by["adam()"], *moves(by["adam()"])[0]))
     assert "torch.optim.AdamW(model.parameters(), lr=1e-3)" in new and new.count("import") == 2
-    mixed = SKLEARN.replace("import Ridge", "import Lasso, Ridge") + "other = Lasso(alpha=1.0)\n"  # two members of one family: which to swap is unclear
+    # two members of one family: which to swap is unclear
+    mixed = SKLEARN.replace("import Ridge", "import Lasso, Ridge") + "other = Lasso(alpha=1.0)\n"
     assert find_swaps(mixed) == []
     assert find_swaps("from mylib import Ridge as R\nm = Ridge(alpha=1.0)\n") == []  # Ridge is not that name
     assert find_swaps("def Ridge(**k):\n    pass\nm = Ridge(alpha=1.0)\n") == []  # a local function

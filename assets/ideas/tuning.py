@@ -17,7 +17,10 @@ wins (the default), and the next round continues a knob that improved in the sam
 tries the other direction of a knob whose move made the metric significantly worse, never
 proposes a value a knob already had, and otherwise takes the untried knobs by kind (`KIND_ORDER`).
 The knob kinds and their steps are generic conventions of ML code, not fitted to the shipped
-topics."""
+topics. A *swap* (`find_swaps`, kind "swap") is a knob too: the member of a known family of
+classes or functions the code calls (Ridge among scikit-learn's linear models, Adam or AdamW,
+ReLU/GELU/SiLU), moved to a sibling that takes the same arguments; swaps come after the numeric
+knobs."""
 from __future__ import annotations
 
 import ast
