@@ -243,6 +243,10 @@ def test_swaps_come_after_the_numeric_knobs_and_are_not_repeated():
     assert all(m.new_text not in ("Ridge", "Lasso") for m, _ in later if m.key == "linear_model()")
     ideas = tuning_ideas(code, History(), 2, "t", "r1", set())
     assert ideas[1].name == "swap_lasso" and ideas[1].title == "Swap linear model: Ridge -> Lasso"
+    # places left after one move per knob go to the swap's other members (alternatives, not a line search)
+    assert [m.new_text for m, _ in propose(code, [], 4)] == ["8", "Lasso", "ElasticNet", "HuberRegressor"]
+    assert [m.new_text for m, _ in propose(code, [("swap_lasso", swap, "maintenance")], 4)] == \
+        ["8", "ElasticNet", "HuberRegressor"]
     assert not tunes(["ranking", "tuning"], SKLEARN)  # a swap is not a value the LLM must leave alone
 
 

@@ -394,7 +394,8 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
        value lies the other way (a compass search's second probe of the same coordinate).
     3. Then the knobs no move touched yet, by KIND_ORDER then file order, their first direction.
     4. Then the other directions of knobs already moved (a `maintenance`: the knob mattered little).
-    A value the knob already had in an earlier move (before or after it) is never proposed again."""
+    A value the knob already had in an earlier move (before or after it) is never proposed again.
+    One move per knob, except that the places left after that go to a swap's other members."""
     by_key: dict[str, list[tuple[str, TuningMove, str | None]]] = {}
     for name, m, verdict in tried:
         by_key.setdefault(m.key, []).append((name, m, verdict))
@@ -420,9 +421,15 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
                 rank, why = (2, KIND_ORDER.index(knob.kind), j, pos), f"earlier moves on this knob: {earlier}"
             ranked.append((rank, move_of(knob, direction, value), why))
     out, used = [], set()
-    for _, move, why in sorted(ranked, key=lambda r: r[0]):
+    ranked.sort(key=lambda r: r[0])
+    for _, move, why in ranked:
         if move.key not in used and len(out) < k:
             used.add(move.key)
+            out.append((move, why))
+    # a swap's other members are alternatives that do not depend on each other's verdicts (a numeric
+    # knob's next step does): once every knob has its move, the places left go to them
+    for _, move, why in ranked:
+        if move.kind == "swap" and len(out) < k and all(move is not m for m, _ in out):
             out.append((move, why))
     return out
 
