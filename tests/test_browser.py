@@ -58,9 +58,14 @@ class Pages:
         self.driver, self.base, self.step = driver, base_url, "start"
 
     def wait(self, condition, what: str):
+        from selenium.common.exceptions import StaleElementReferenceException
         from selenium.webdriver.support.ui import WebDriverWait
 
-        return WebDriverWait(self.driver, WAIT_S, poll_frequency=2).until(condition, f"{self.step}: {what}")
+        # an element the condition found can leave the page before the condition reads it (the UI
+        # re-renders; a closing dialog's backdrop goes): that poll counts as not yet, the next one looks again
+        return WebDriverWait(self.driver, WAIT_S, poll_frequency=2,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(condition,
+                                                                                          f"{self.step}: {what}")
 
     def open(self, step: str, path: str, texts: list[str], absent: tuple[str, ...] = ()) -> None:
         """Go to `path` and wait until every one of `texts` and none of `absent` is in the visible page text."""
