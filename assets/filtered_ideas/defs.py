@@ -14,9 +14,16 @@ from assets.filtered_ideas.filtering import (
 )
 from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
 from assets.filtered_ideas.retrieval import NoveltySearch
-from assets.ideas.generation import BANK_VERDICTS, LLM_SOURCES, propose_more, read_history, refill_inputs, tunes
+from assets.ideas.generation import (
+    BANK_VERDICTS,
+    LLM_SOURCES,
+    propose_more,
+    read_history,
+    refill_inputs,
+    round_places,
+    tunes,
+)
 from assets.ideas.scipip import papers_references
-from assets.ideas.tuning import tuning_places
 from assets.round_reference.reference import reference_of
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
@@ -70,8 +77,7 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
 
     # the tuning source's moves take their share of the budget first; the filters fill the rest, and
     # the reserve moves (ideation.tuning_fill) the places the filters and refills still left empty
-    places = tuning_places(history.feedback, history.tuning_ids, cfg.tuning_moves, spec.budget.ideas_per_round,
-                           cfg.tuning_adapt, any(s in LLM_SOURCES for s in cfg.sources))
+    places = round_places(cfg, history, spec.budget.ideas_per_round)
     if "tuning" in cfg.sources:
         context.log.info(f"places for tuning moves: {places.reason}")
     items, reserve = split_reserve(items, places.moves)

@@ -7,17 +7,16 @@ import polars as pl
 from assets.ideas import prompts as idea_prompts
 from assets.ideas.chains import FORWARD, paper_chains, per_chain, prompt_chain
 from assets.ideas.generation import (
-    LLM_SOURCES,
     SOURCE_TAG,
     drafts_to_ideas,
     merge_paths,
     prompt_inputs,
     read_history,
+    round_places,
     tunes,
     tuning_ideas,
 )
 from assets.ideas.scipip import Retrieval, papers_references, prompt_papers, scipip_retrieval
-from assets.ideas.tuning import tuning_places
 from assets.paper_rankings.prompts import topic_text
 from assets.round_reference.reference import reference_metadata, reference_of
 from assets.shared.checks import E, expectation_check
@@ -64,8 +63,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
             if source == "tuning":  # hyper-parameter moves read from the code: no LLM call
-                places = tuning_places(history.feedback, history.tuning_ids, cfg.tuning_moves, budget,
-                                       cfg.tuning_adapt, any(s in LLM_SOURCES for s in cfg.sources)).moves
+                places = round_places(cfg, history, budget).moves
                 k = max(places, budget) if cfg.tuning_fill else places  # beyond `places`: a reserve
                 paths[source] = tuning_ideas(rt.code, history, k, topic, round_key, taken)
                 continue

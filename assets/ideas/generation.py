@@ -161,6 +161,16 @@ def tunes(sources: Sequence[str], code: str) -> bool:
     return "tuning" in sources and any(k.kind != "swap" for k in find_knobs(code))
 
 
+def round_places(cfg, history: History, budget: int):
+    """The round's places for the tuning source's moves (assets/ideas/tuning.py `tuning_places`) from
+    the topic's ideation spec `cfg` and its earlier rounds: the same answer in `ideas` (how many moves
+    to propose) and in `filtered_ideas` (how many take their places first)."""
+    from assets.ideas.tuning import tuning_places
+
+    return tuning_places(history.feedback, history.tuning_ids, cfg.tuning_moves, budget, cfg.tuning_adapt,
+                         any(s in LLM_SOURCES for s in cfg.sources))
+
+
 def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:
     """The tuning source's ideas for a round whose reference is `code`: up to `k` hyper-parameter
     moves (assets/ideas/tuning.py `propose`), each an idea naming the knob, its old and new value
