@@ -87,6 +87,11 @@ bench: setup
 bench-ranking-similarity: setup
 	$(PY) -m bench.ranking_bench --similarity-only
 
+# bench-attributes (via bench-%): the attribute mode's task / input / output answers for 4 papers of every
+# development topic on the local model, copies of the title or abstract before and after the re-ask
+# in two variants, the corpus summaries as they are and cut before their stated "Task: ..." (about 8 + 25 min on
+# the loaded 2-core VM): bench/records/ranking_attributes.json and the section ranking_attributes
+
 # bench-second-look: the seed rule's false- and true-improvement rates with and without the second look,
 # simulated through verdicts.py (a minute, no LLM): bench/records/second_look.json and the section second_look
 bench-second-look: setup

@@ -224,11 +224,15 @@ def unusable(p: Paper, answer: dict, batch: list[Paper]) -> str | None:
     return None
 
 
-def ask_attributes(papers: list[Paper], llm: LLM, batch: int, on_done=None) -> list[PaperAttributes | str]:
+def ask_attributes(papers: list[Paper], llm: LLM, batch: int, on_done=None,
+                   trace: dict | None = None) -> list[PaperAttributes | str]:
     """Each paper's own task / input / output, or why there is none. `batch` papers per request;
     answers are matched to papers by the id they name. A paper with no answer under its id (or two),
     or whose answer is a copy (`unusable`), is asked once more alone (a copy with a request to use
-    its own words); an answer that is still a copy is dropped."""
+    its own words); an answer that is still a copy is dropped. `trace` (a dict, optional) receives per
+    paper id what happened: {"first": the first answer (dict) or None, "first_problem": why it was not
+    used or None, "reasked": bool, "again": the second answer or None, "again_problem": why it was not
+    used or None} (bench/attributes_bench.py)."""
 
     def ask(chunk: list[Paper], again: bool = False) -> dict[str, dict] | str:
         ids = tuple(p.paper_id for p in chunk)
@@ -250,6 +254,9 @@ def ask_attributes(papers: list[Paper], llm: LLM, batch: int, on_done=None) -> l
             answer = got.get(p.paper_id) if isinstance(got, dict) else None
             problem = (got if isinstance(got, str) else "no answer under its id") if answer is None else \
                 unusable(p, answer, chunk)
+            if trace is not None:
+                trace[p.paper_id] = {"first": answer, "first_problem": problem, "reasked": problem is not None,
+                                     "again": None, "again_problem": None}
             if problem is None:
                 out[p.paper_id] = PaperAttributes(**answer)
                 if on_done:
@@ -262,9 +269,12 @@ def ask_attributes(papers: list[Paper], llm: LLM, batch: int, on_done=None) -> l
         got = ask([p], again=first.startswith("copies") or first.startswith("describes"))
         if on_done:
             on_done(1)
+        problem = got if isinstance(got, str) else unusable(p, got[p.paper_id], [p])
+        if trace is not None:
+            trace[p.paper_id].update({"again": None if isinstance(got, str) else got[p.paper_id],
+                                      "again_problem": problem})
         if isinstance(got, str):
             return got
-        problem = unusable(p, got[p.paper_id], [p])
         return PaperAttributes(**got[p.paper_id]) if problem is None else \
             f"attributes dropped: {problem} (asked twice; first answer {first})"
 

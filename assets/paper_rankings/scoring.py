@@ -218,11 +218,16 @@ def _contains_run(seq: list[str], run: list[str]) -> bool:
     return n > 0 and any(seq[i:i + n] == run for i in range(len(seq) - n + 1))
 
 
+def unstated(abstract: str) -> str:
+    """The abstract up to its statement of the task / input / output (all of it when it has none)."""
+    return _STATED.split(abstract, 1)[0]
+
+
 def opening_sentences(abstract: str) -> list[list[str]]:
     """The words of the abstract's sentences that start within its first LEAD_WORDS words, up to
     a statement of the task / input / output."""
     out, seen = [], 0
-    for sentence in _SENTENCE_END.split(_STATED.split(abstract, 1)[0]):
+    for sentence in _SENTENCE_END.split(unstated(abstract)):
         if seen >= LEAD_WORDS:
             break
         out.append(words(sentence))
