@@ -27,7 +27,7 @@ import argparse
 import sys
 import time
 
-from bench.common import machine, provenance, read_record, today, write_record, write_section
+from bench.common import machine, provenance, rerender, today, write_record, write_section
 from bench.ranking_bench import ROOT, brief, candidate_pool, choose, discover, metered, plain_brief
 
 RECORD, SECTION = "ranking_attributes", "ranking_attributes"
@@ -263,11 +263,7 @@ def main(argv=None) -> int:
                     "server at the same time, so wall times are upper bounds", help="what else ran on the machine")
     args = ap.parse_args(argv)
     if args.render:
-        rec = read_record(RECORD)
-        body = render(rec)
-        write_record(RECORD, rec)
-        print(write_section(SECTION, body))
-        return 0
+        return rerender(RECORD, SECTION, render)
 
     from pipelines.definitions import build_resources
     from resources.literature import load_corpus

@@ -52,6 +52,16 @@ def read_record(name: str, records: Path = RECORDS) -> dict:
     return json.loads((records / f"{name}.json").read_text())
 
 
+def rerender(record: str, section: str, render) -> int:
+    """A section rendered again from its committed record (no measuring): the record rewritten in the
+    canonical form, the section replaced; returns 0 (a main's exit status)."""
+    rec = read_record(record)
+    body = render(rec)
+    write_record(record, rec)
+    print(write_section(section, body))
+    return 0
+
+
 def provenance(script: str, record: str, measured: str, sample: str) -> str:
     """The lines every section of RESULTS.md starts with (tests/test_bench_records.py checks them):
     the script that made its figures, the committed raw record they come from, when and on what

@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import machine, provenance, read_record, today, write_record, write_section
+from bench.common import machine, provenance, read_record, rerender, today, write_record, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ROOT / "bench" / "labels"
@@ -830,11 +830,7 @@ def similarity_only(args) -> int:
     """The `--similarity-only` run: cosines for every labelled candidate, the rules analysed, the record
     and section written (or, with --render, re-rendered from the committed record). No LLM call."""
     if args.render:
-        rec = read_record(SIMILARITY_RECORD)
-        body = render_similarity(rec)
-        write_record(SIMILARITY_RECORD, rec)
-        print(write_section(SIMILARITY_SECTION, body))
-        return 0
+        return rerender(SIMILARITY_RECORD, SIMILARITY_SECTION, render_similarity)
     from pipelines.definitions import build_resources
     from resources.literature import load_corpus
 
