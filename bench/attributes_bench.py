@@ -27,7 +27,7 @@ import argparse
 import sys
 import time
 
-from bench.common import machine, provenance, rerender, today, write_record, write_section
+from bench.common import machine, provenance, publish, rerender, today
 from bench.ranking_bench import ROOT, brief, candidate_pool, choose, discover, metered, plain_brief
 
 RECORD, SECTION = "ranking_attributes", "ranking_attributes"
@@ -281,12 +281,7 @@ def main(argv=None) -> int:
            "variants": {v: VARIANTS[v] for v in variants},
            "topics": [run_topic(e, args.k, llm, embedder, literature, corpus, variants) for e in entries]}
     rec["wall_s"] = round(time.monotonic() - t0, 1)
-    body = render(rec)
-    print(body)
-    if not args.no_write:
-        write_record(RECORD, rec)
-        write_section(SECTION, body)
-    return 0
+    return publish(RECORD, SECTION, rec, render, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,17 @@ def rerender(record: str, section: str, render) -> int:
     return 0
 
 
+def publish(record: str, section: str, rec: dict, render, write: bool = True) -> int:
+    """A fresh measurement's section printed and, unless `write` is false, its record and section
+    written; returns 0 (a main's exit status)."""
+    body = render(rec)
+    print(body)
+    if write:
+        write_record(record, rec)
+        write_section(section, body)
+    return 0
+
+
 def provenance(script: str, record: str, measured: str, sample: str) -> str:
     """The lines every section of RESULTS.md starts with (tests/test_bench_records.py checks them):
     the script that made its figures, the committed raw record they come from, when and on what

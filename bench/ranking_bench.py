@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import machine, provenance, read_record, rerender, today, write_record, write_section
+from bench.common import machine, provenance, publish, read_record, rerender, today, write_record, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ROOT / "bench" / "labels"
@@ -846,12 +846,7 @@ def similarity_only(args) -> int:
            "target": {"precision": TARGET_PRECISION, "recall": TARGET_RECALL},
            "rules": {r: {"value": v, "grid": g, "keeps": w} for r, (v, g, w) in SIMILARITY_RULES.items()},
            "topics": [similarity_topic(e, embedder, literature, corpus) for e in entries]}
-    body = render_similarity(rec)
-    print(body)
-    if not args.no_write:
-        write_record(SIMILARITY_RECORD, rec)
-        write_section(SIMILARITY_SECTION, body)
-    return 0
+    return publish(SIMILARITY_RECORD, SIMILARITY_SECTION, rec, render_similarity, write=not args.no_write)
 
 
 def main(argv=None) -> int:
