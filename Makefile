@@ -78,7 +78,7 @@ bench: setup
 # rewrites its own section of bench/RESULTS.md; `make bench` writes the section make-bench)
 # bench-effectiveness: `researchloop run` for 3 rounds on every shipped topic on a fresh DAGSTER_HOME (hours
 # on the local model): bench/records/effectiveness.json and the section effectiveness (issue 14's goals)
-# bench-sources (via bench-%): image_classification for 3 rounds with each idea source alone (ranking, scipip,
+# bench-sources (via bench-%): diabetes_regression for 3 rounds with each idea source alone (ranking, scipip,
 # chains, brainstorm; the Idea Arena on), each on a fresh DAGSTER_HOME (hours per source on the local model):
 # bench/records/sources.json and the section sources (issue 16: per source ideas, implemented, verified
 # improvements, best gain, tokens per idea; Spearman of Arena ratings against measured gains)

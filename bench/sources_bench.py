@@ -3,7 +3,9 @@ source alone, for a few rounds, and what its ideas did when run; and whether the
 ratings predicted what the ideas measured.
 
 For each source of --sources (default ranking, scipip, chains, brainstorm) the topic folder (default
-the shipped image_classification; --topic takes a name under experiments/ or a path) is copied to
+the shipped diabetes_regression, whose runs take seconds, so that the hours go to the sources' LLM
+calls: a round of image_classification took 1.75 h per source on the 2 cores; --topic takes a name
+under experiments/ or a path) is copied to
 <work>/experiments/<topic>__<source>, whose topic.yaml sets `name: <topic>__<source>`,
 `ideation.sources: [<source>]` (plus --also, e.g. tuning) and `ideation.arena: true`. Each copy
 runs as bench/effectiveness_bench.py runs a topic (`run_topic`: `researchloop run --rounds N` in a
@@ -56,7 +58,7 @@ SCRIPT = "bench/sources_bench.py"
 RECORD = "sources"
 SECTION = "sources"
 SOURCES = ("ranking", "scipip", "chains", "brainstorm")
-DEFAULT_TOPIC = "image_classification"
+DEFAULT_TOPIC = "diabetes_regression"
 MIN_PAIRS = 5  # fewer rating-gain pairs than this: no correlation is reported
 
 
@@ -387,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=float, default=6.0, help="give up on a source after this long")
     ap.add_argument("--merge", default="", help="comma-separated records of earlier runs (run side by side): write "
                     "their sources as one record to --out and render it; runs nothing")
+    ap.add_argument("--note", action="append", default=[], help="a line added to the record's notes (repeatable)")
     ap.add_argument("--results", default="", help="the RESULTS.md to write the section into (default: "
                     "bench/RESULTS.md when --out is the default record, else none)")
     args = ap.parse_args(argv)
@@ -403,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
         rec = json.loads(out.read_text())
     else:
         rec = measure(args, out)
+    if args.note:
+        rec["notes"] = [*rec.get("notes", []), *args.note]
+        write_record(out.stem, rec, out.parent)
     body = render(rec)
     print(body)
     if results is not None:

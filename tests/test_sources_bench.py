@@ -3,6 +3,8 @@ name of their own), the rating-gain correlation on known data, the per-source fi
 section rendered from a hand-made record, and merging records of sources run side by side."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from resources.paths import REPO_ROOT
@@ -150,3 +152,18 @@ def test_records_of_sources_run_side_by_side_merge(sb):
     with pytest.raises(ValueError, match="cannot be merged"):
         sb.merge_records([a, {**b, "rounds": 3}])
     assert not sb.finish({**a, "rounds": 3})["complete"]  # a source short of its rounds
+
+
+def test_merge_from_the_command_line_keeps_notes_in_record_and_section(sb, tmp_path):
+    """`--merge a,b --note ...`: one record with the notes, the section written where --results says."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(record(sb, sources=("ranking",))))
+    b.write_text(json.dumps(record(sb, sources=("chains",))))
+    out, results = tmp_path / "sources.json", tmp_path / "RESULTS.md"
+    results.write_text("# results\n")
+    assert sb.main(["--merge", f"{a},{b}", "--out", str(out), "--results", str(results),
+                    "--note", "scipip and brainstorm: not run yet"]) == 0
+    rec = json.loads(out.read_text())
+    assert [s["source"] for s in rec["sources"]] == ["ranking", "chains"]
+    assert rec["notes"] == ["scipip and brainstorm: not run yet"]
+    assert "- scipip and brainstorm: not run yet" in results.read_text()
