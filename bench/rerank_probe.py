@@ -210,8 +210,8 @@ def measure(work: Path) -> int:
 
 
 def prep(work: Path, check: bool) -> int:
-    """The exact texts the similarity signal compares, from the project (run with its venv)."""
-    sys.path.insert(0, str(ROOT))
+    """The exact texts the similarity signal compares, from the project (run with its venv:
+    `.venv/bin/python -m bench.rerank_probe prep`)."""
     import torch
 
     from assets.paper_rankings.prompts import topic_text
