@@ -62,7 +62,7 @@ def paper_row(paper, relevant: bool, trace: dict, final) -> dict:
     return {
         "paper_id": paper.paper_id, "title": paper.title, "relevant": relevant,
         "first": first, "first_copied": copied_fields(first, paper.title, paper.abstract) if first else {},
-        "first_problem": trace.get("first_problem"), "reasked": bool(trace.get("reasked")),
+        "first_problem": trace.get("first_problem"), "reasked": trace.get("first_problem") is not None,
         "again": again, "again_copied": copied_fields(again, paper.title, paper.abstract) if again else {},
         "again_problem": trace.get("again_problem"),
         "final": None if isinstance(final, str) else final.model_dump(),

@@ -13,7 +13,7 @@ Two steps, two interpreters (nanoranker and onnxruntime are not in the project's
 
     .venv/bin/python -m bench.rerank_probe prep [--work DIR]        # the texts, from the project
     python3 -m venv /tmp/rp && /tmp/rp/bin/pip install nanoranker==1.2 pyyaml
-    /tmp/rp/bin/python bench/rerank_probe.py measure [--work DIR]   # writes bench/records/rerank_probe.json
+    /tmp/rp/bin/python -m bench.rerank_probe measure [--work DIR]   # writes bench/records/rerank_probe.json
 
 `prep` writes, for the 9 development topics of bench/records/ranking_similarity_all.json, the topic text
 (prompts.topic_text: "title. description") and every labelled candidate's "title. abstract" (what
@@ -37,21 +37,17 @@ import sys
 import time
 from pathlib import Path
 
+from bench.ranking_bench import TARGET_PRECISION, TARGET_RECALL, _steps, auc, best_cut, goal_key, macro
+from bench.ranking_bench import pr as precision_recall
+
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "bench" / "records" / "rerank_probe.json"
 
-TARGET_PRECISION, TARGET_RECALL = 0.8, 0.6
 PIVOT = 0.5
-
-
-def steps(lo, hi, step):
-    return [round(lo + step * i, 4) for i in range(int(round((hi - lo) / step)) + 1)]
-
-
 GRIDS = {   # signal -> rule -> grid
-    "cosine": {"centred": steps(0.2, 0.8, 0.01), "z_score": steps(-1.5, 2.5, 0.05)},
-    "nano": {"centred": steps(-0.5, 1.5, 0.01), "z_score": steps(-1.5, 2.5, 0.05)},
-    "combo": {"centred": steps(-3.0, 4.0, 0.02), "z_score": steps(-1.5, 2.5, 0.05)},
+    "cosine": {"centred": _steps(0.2, 0.8, 0.01), "z_score": _steps(-1.5, 2.5, 0.05)},
+    "nano": {"centred": _steps(-0.5, 1.5, 0.01), "z_score": _steps(-1.5, 2.5, 0.05)},
+    "combo": {"centred": _steps(-3.0, 4.0, 0.02), "z_score": _steps(-1.5, 2.5, 0.05)},
 }
 
 
@@ -62,6 +58,8 @@ def zscores(xs):
 
 
 def kept(rule, values, v):
+    """ranking_bench.similarity_kept's centred and z-score rules, without the project's scoring module
+    (this step runs in the reranker's own venv) and on any signal's scale."""
     if rule == "centred":
         mid = float(statistics.median(values))
         return [x - mid + PIVOT >= v for x in values]
@@ -72,20 +70,8 @@ def kept(rule, values, v):
 
 def pr(topic, signal, rule, v):
     ks = kept(rule, [p[signal] for p in topic["papers"]], v)
-    tp = sum(1 for p, k in zip(topic["papers"], ks) if k and p["relevant"])
-    n_kept, n_rel = sum(ks), sum(p["relevant"] for p in topic["papers"])
-    return {"kept": n_kept, "tp": tp, "precision": tp / n_kept if n_kept else 0.0,
-            "recall": tp / n_rel if n_rel else 0.0}
-
-
-def macro(rows):
-    return {"precision": sum(r["precision"] for r in rows) / len(rows),
-            "recall": sum(r["recall"] for r in rows) / len(rows)}
-
-
-def goal_key(m):
-    f1 = 2 * m["precision"] * m["recall"] / max(m["precision"] + m["recall"], 1e-9)
-    return (1, m["precision"], m["recall"]) if m["recall"] >= TARGET_RECALL else (0, f1, m["recall"])
+    return precision_recall({p["paper_id"] for p, k in zip(topic["papers"], ks) if k},
+                            {p["paper_id"] for p in topic["papers"] if p["relevant"]})
 
 
 def tune(topics, signal, rule):
@@ -94,25 +80,6 @@ def tune(topics, signal, rule):
         key = goal_key(macro([pr(t, signal, rule, v) for t in topics]))
         if best_key is None or key > best_key:
             best, best_key = v, key
-    return best
-
-
-def auc(scores, relevant):
-    pos = [s for s, r in zip(scores, relevant) if r]
-    neg = [s for s, r in zip(scores, relevant) if not r]
-    if not pos or not neg:
-        return None
-    return sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg))
-
-
-def best_cut(scores, relevant):
-    """The topic's own best threshold (chosen on the topic itself: an upper bound for any cut rule)."""
-    total, best, best_key = sum(relevant), None, None
-    for cut in sorted(set(scores), reverse=True):
-        k = [r for s, r in zip(scores, relevant) if s >= cut]
-        m = {"precision": sum(k) / len(k), "recall": sum(k) / total}
-        if best_key is None or goal_key(m) > best_key:
-            best, best_key = {"cut": round(cut, 4), **m, "kept": len(k)}, goal_key(m)
     return best
 
 

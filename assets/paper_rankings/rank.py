@@ -231,8 +231,8 @@ def ask_attributes(papers: list[Paper], llm: LLM, batch: int, on_done=None,
     or whose answer is a copy (`unusable`), is asked once more alone (a copy with a request to use
     its own words); an answer that is still a copy is dropped. `trace` (a dict, optional) receives per
     paper id what happened: {"first": the first answer (dict) or None, "first_problem": why it was not
-    used or None, "reasked": bool, "again": the second answer or None, "again_problem": why it was not
-    used or None} (bench/attributes_bench.py)."""
+    used (the paper was then asked again) or None, "again": the second answer or None, "again_problem":
+    why it was not used or None} (bench/attributes_bench.py)."""
 
     def ask(chunk: list[Paper], again: bool = False) -> dict[str, dict] | str:
         ids = tuple(p.paper_id for p in chunk)
@@ -255,8 +255,7 @@ def ask_attributes(papers: list[Paper], llm: LLM, batch: int, on_done=None,
             problem = (got if isinstance(got, str) else "no answer under its id") if answer is None else \
                 unusable(p, answer, chunk)
             if trace is not None:
-                trace[p.paper_id] = {"first": answer, "first_problem": problem, "reasked": problem is not None,
-                                     "again": None, "again_problem": None}
+                trace[p.paper_id] = {"first": answer, "first_problem": problem, "again": None, "again_problem": None}
             if problem is None:
                 out[p.paper_id] = PaperAttributes(**answer)
                 if on_done:
