@@ -210,7 +210,8 @@ def test_a_swap_renames_every_call_of_the_member_and_imports_the_sibling():
     assert "from sklearn.linear_model import HuberRegressor\n" in new and "Ridge(" not in new
     assert new.count("HuberRegressor(alpha=") == 2 and new.replace("HuberRegressor", "Ridge").replace(
         "from sklearn.linear_model import Ridge\n", "", 1) == SKLEARN
-    (after,) = find_knobs(new)
+    after, implicit = find_knobs(new)  # Huber's max_iter is unwritten in both calls: a library default
+    assert (implicit.key, implicit.implicit, implicit.value) == ("HuberRegressor(max_iter=)", True, 100)
     assert after.text == "HuberRegressor" and [move_of(after, d, v).new_text for d, v in moves(after)] == \
         ["Ridge", "Lasso", "ElasticNet"]  # none after Huber: the earlier members, in order
 
@@ -433,3 +434,69 @@ def test_a_form_feed_in_the_code_does_not_shift_the_knob_lines():
     moved = {m.key: m for m, _ in propose(code, [], 2)}
     new = apply_move(code, moved["EPOCHS"])
     assert "EPOCHS = 6\r\n" in new and new.replace("EPOCHS = 6", "EPOCHS = 3") == code
+
+
+def test_library_defaults_a_call_leaves_unwritten_are_knobs_written_in_by_a_move():
+    """find_defaults: a known callee's unwritten keyword is a knob at the library's default; a move
+    writes it into the call (after the arguments, or alone), and the next round finds it as a written
+    literal under the same key, so the line search and the no-repeat rule carry on."""
+    from assets.ideas.generation import tunes
+    from assets.ideas.tuning import move_of
+
+    code = "from sklearn.ensemble import RandomForestRegressor\nm = RandomForestRegressor()\n"
+    swap, knob = find_knobs(code)  # the forest family's swap to ExtraTreesRegressor, and the default
+    assert swap.kind == "swap"
+    assert (knob.key, knob.kind, knob.value, knob.implicit) == ("RandomForestRegressor(n_estimators=)",
+                                                                "training_length", 100, True)
+    assert "not written: the library default 100" in knob.where
+    (_, _), (move, why) = propose(code, [], 3)  # the written code's swap first
+    assert move.new_text == "200" and "library default" in why
+    new = apply_move(code, move)
+    assert new == code.replace("RandomForestRegressor()", "RandomForestRegressor(n_estimators=200)")
+    _, after = find_knobs(new)
+    assert (after.key, after.value, after.implicit) == (knob.key, 200, False)
+    assert [m.new_text for m, _ in propose(new, [("tune_n", move, "improvement")], 1)] == ["400"]  # continues
+    assert not tunes(["ranking", "tuning"], code)  # nothing written to leave alone: the LLM may change values
+
+    # torch: after the positional parameters and the written keywords; a non-literal lr is written, not a default
+    torch_code = "import torch\nopt = torch.optim.Adam(model.parameters(), lr=LR)\n"
+    _, wd = find_knobs(torch_code)  # the adam() swap, then the default
+    assert (wd.key, wd.value) == ("Adam(weight_decay=)", 0.0)
+    assert apply_move(torch_code, move_of(wd, "up", 1e-4)).endswith(
+        "torch.optim.Adam(model.parameters(), lr=LR, weight_decay=0.0001)\n")
+    # never: a local function of that name, **kwargs, more positional arguments than the callee takes
+    assert find_knobs("def Ridge():\n    pass\nm = Ridge()\n") == []
+    assert find_knobs("from sklearn.linear_model import Ridge\nm = Ridge(**params)\n") == []
+    assert find_knobs("from sklearn.linear_model import Ridge\nm = Ridge(0.5)\n") == []
+
+
+def test_a_keyword_in_several_calls_is_one_knob_and_moves_in_every_call():
+    """A cross-validation and the final fit calling the same estimator: one knob, so a move cannot
+    leave the two disagreeing; written with different values they stay separate knobs."""
+    same = ("from sklearn.linear_model import HuberRegressor\ncv = HuberRegressor(alpha=a)\n"
+            "model = HuberRegressor(alpha=b).fit(x, y)\n")
+    (knob,) = [k for k in find_knobs(same) if k.key == "HuberRegressor(max_iter=)"]
+    assert len(knob.sites) == 2 and "2 calls" in knob.where
+    (move, _), = [(m, w) for m, w in propose(same, [], 5) if m.key == knob.key]
+    new = apply_move(same, move)
+    assert new.count("max_iter=200") == 2
+    (written,) = [k for k in find_knobs(new) if k.key == knob.key]
+    assert (written.implicit, len(written.sites), written.value) == (False, 2, 200)
+    new2 = apply_move(new, [m for m, _ in propose(new, [("tune_it", move, "improvement")], 5) if m.key == knob.key][0])
+    assert new2.count("max_iter=400") == 2
+    # one call writes it: that literal is the knob, not a default for the other call
+    (one_written,) = [k for k in find_knobs(same.replace("alpha=b", "alpha=b, max_iter=50"))
+                      if k.key == knob.key]
+    assert (one_written.implicit, one_written.value, one_written.sites) == (False, 50, ())
+    # written with different values: two knobs
+    two = "from sklearn.svm import SVC\na = SVC(C=1.0)\nb = SVC(C=10.0)\n"
+    assert {k.key: k.value for k in find_knobs(two)} == {"SVC(C=)": 1.0, "SVC(C=)#2": 10.0}
+    one = "from sklearn.svm import SVC\na = SVC(C=1.0)\nb = SVC(C=1.0)\n"
+    assert [(k.key, len(k.sites)) for k in find_knobs(one)] == [("SVC(C=)", 2)]
+
+
+def test_written_knobs_and_swaps_come_before_unwritten_defaults():
+    code = ("import torch\nfrom torch import nn\nEPOCHS = 3\nact = nn.ReLU()\n"
+            "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n")
+    assert [m.key for m, _ in propose(code, [], 5)] == ["EPOCHS", "Adam(lr=)", "activation_module()", "adam()",
+                                                       "Adam(weight_decay=)"]

@@ -155,10 +155,11 @@ LLM_SOURCES = ("ranking", "scipip", "chains", "brainstorm")  # the sources that 
 
 def tunes(sources: Sequence[str], code: str) -> bool:
     """Whether the tuning source moves this code's hyper-parameters: it is a source and the code
-    has numeric knobs (swaps aside: without them the LLM ideas may change values)."""
+    has numeric knobs it writes (swaps and unwritten library defaults aside: without them the LLM
+    ideas may change values)."""
     from assets.ideas.tuning import find_knobs
 
-    return "tuning" in sources and any(k.kind != "swap" for k in find_knobs(code))
+    return "tuning" in sources and any(k.kind != "swap" and not k.implicit for k in find_knobs(code))
 
 
 def round_places(cfg, history: History, budget: int):

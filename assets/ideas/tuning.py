@@ -20,7 +20,9 @@ The knob kinds and their steps are generic conventions of ML code, not fitted to
 topics. A *swap* (`find_swaps`, kind "swap") is a knob too: the member of a known family of
 classes or functions the code calls (Ridge among scikit-learn's linear models, Adam or AdamW,
 ReLU/GELU/SiLU), moved to a sibling that takes the same arguments; swaps come after the numeric
-knobs."""
+knobs. A *library default* (`find_defaults`, `DEFAULTS`) is a knob as well: a keyword every call of a
+known estimator or optimiser leaves unwritten, at the library's documented default, which a move
+writes into the calls; these come last."""
 from __future__ import annotations
 
 import ast
@@ -89,9 +91,15 @@ class Knob:
     function: str   # the top-level definition it is in, or MODULE
     text: str       # the literal as written: "5e-3"; a swap: the class or function called ("Ridge")
     # a swap only (kind "swap"; value: the called member's index in its family, see SWAPS)
-    sites: tuple[tuple[int, int, int], ...] = ()  # (line, col, end_col) of every call's name
+    # (line, col, end_col) of every call's name (a swap), or of every literal (a keyword written with the same
+    # value in several calls of one callee: one knob, all of them move together); () : the one literal above
+    sites: tuple[tuple[int, int, int], ...] = ()
     module: str = ""                              # the module the name is imported from ("" : an attribute)
     choices: tuple[int, ...] = ()                 # the members every call can take, in the order to try them
+    # an unwritten keyword only (see DEFAULTS): the library's default stands in for the literal, and a move
+    # writes `name=value` into every call at its site; `commas`: per site, whether the call has arguments
+    implicit: bool = False
+    commas: tuple[bool, ...] = ()
 
 
 def _number(node: ast.AST) -> float | int | None:
@@ -190,6 +198,75 @@ def find_swaps(code: str, tree: ast.Module | None = None) -> list[Knob]:
     return out
 
 
+# Library defaults a call leaves unwritten: a keyword the call does not pass is a knob at the
+# library's documented default (scikit-learn 1.x, XGBoost 2.x, LightGBM 4.x, torch.optim), so a
+# baseline that calls `RandomForestRegressor()` or `HuberRegressor()` with no arguments still has
+# its most common hyper-parameters to move. Per callee: (positional arguments the call may pass,
+# {keyword: default}); only keywords whose names are knobs of a kind (`knob_kind`).
+_TREES = {"n_estimators": 100}
+_BOOSTING = {"n_estimators": 100, "learning_rate": 0.1, "max_depth": 3}
+DEFAULTS: dict[str, tuple[int, dict[str, float | int]]] = {
+    **{m: (0, {"alpha": 1.0}) for m in ("Ridge", "Lasso", "ElasticNet", "RidgeClassifier")},
+    "HuberRegressor": (0, {"alpha": 0.0001, "max_iter": 100}),
+    "LogisticRegression": (0, {"C": 1.0, "max_iter": 100}),
+    **{m: (0, {"C": 1.0}) for m in ("SVC", "SVR", "LinearSVC", "LinearSVR")},
+    **{m: (0, _TREES) for m in ("RandomForestRegressor", "RandomForestClassifier", "ExtraTreesRegressor",
+                                "ExtraTreesClassifier")},
+    **{m: (0, _BOOSTING) for m in ("GradientBoostingRegressor", "GradientBoostingClassifier")},
+    **{m: (0, {"learning_rate": 0.1, "max_iter": 100}) for m in ("HistGradientBoostingRegressor",
+                                                                  "HistGradientBoostingClassifier")},
+    **{m: (0, {"alpha": 0.0001, "max_iter": 200}) for m in ("MLPRegressor", "MLPClassifier")},
+    **{m: (0, {"n_estimators": 100, "learning_rate": 0.3, "max_depth": 6}) for m in ("XGBRegressor",
+                                                                                       "XGBClassifier")},
+    **{m: (0, {"n_estimators": 100, "learning_rate": 0.1, "num_leaves": 31}) for m in ("LGBMRegressor",
+                                                                                         "LGBMClassifier")},
+    "Adam": (1, {"lr": 0.001, "weight_decay": 0.0}),
+    "AdamW": (1, {"lr": 0.001, "weight_decay": 0.01}),
+}
+
+
+def find_defaults(tree: ast.Module, written: set[str]) -> list[Knob]:
+    """The unwritten keywords of `tree`'s calls of DEFAULTS' callees, as knobs at the library's
+    default: the callee called by a name imported with `from M import name` or as an attribute,
+    every call without `**kwargs`, with no more positional arguments than its entry allows and without
+    that keyword (one knob for all the calls: a move writes it into each), and no knob in `written`
+    (the keys found in the code) covering it."""
+    imported = {a.name for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.level == 0 for a in node.names if a.asname is None}
+    calls: dict[str, list[tuple[ast.Call, str]]] = {}
+    for top in tree.body:
+        function = top.name if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else MODULE
+        for node in ast.walk(top):
+            if isinstance(node, ast.Call) and _callee(node) in DEFAULTS and (
+                    isinstance(node.func, ast.Attribute) or node.func.id in imported):
+                calls.setdefault(_callee(node), []).append((node, function))
+    out = []
+    for callee, found in calls.items():
+        positional, defaults = DEFAULTS[callee]
+        nodes = [c for c, _ in found]
+        if any(len(c.args) > positional or any(k.arg is None for k in c.keywords) for c in nodes):
+            continue
+        sites, commas = [], []
+        for c in nodes:  # after the last argument, or just before the `)` of an empty call
+            last = max(((a.end_lineno, a.end_col_offset) for a in [*c.args, *c.keywords]), default=None)
+            line, col = last or (c.end_lineno, c.end_col_offset - 1)
+            sites.append((line, col, col))
+            commas.append(last is not None)
+        first, function = found[0]
+        calls_ = f"{len(nodes)} calls, " if len(nodes) > 1 else ""
+        for name, value in defaults.items():
+            key = f"{callee}({name}=)"
+            if any(name in {k.arg for k in c.keywords} for c in nodes) or key in written \
+                    or knob_kind(name, value) is None:
+                continue
+            text = _as_literal(value, value)
+            out.append(Knob(key, name, knob_kind(name, value), value, sites[0][0], sites[0][1], sites[0][2],
+                            f"{name}= of {callee}() ({calls_}line {first.lineno}; not written: the library "
+                            f"default {text})", function, text, sites=tuple(sites), implicit=True,
+                            commas=tuple(commas)))
+    return out
+
+
 def find_knobs(code: str) -> list[Knob]:
     """The knobs of `code` in file order ([] when it does not parse), the swaps (`find_swaps`)
     among them. A name assigned more than
@@ -202,6 +279,7 @@ def find_knobs(code: str) -> list[Knob]:
         return []
     found: list[Knob] = []
     keys: dict[str, int] = {}
+    keyword_keys: set[str] = set()
     lines = source_lines(code)
 
     def add(key: str, name: str, node: ast.AST, where: str, function: str, keyword: bool = False) -> None:
@@ -261,6 +339,7 @@ def find_knobs(code: str) -> list[Knob]:
             if kw.arg == "p" and callee.endswith("Dropout"):
                 add(f"{callee}(p=)", "dropout", kw.value, f"p= of {callee}()", function)
             elif kw.arg:
+                keyword_keys.add(f"{callee}({kw.arg}=)")
                 add(f"{callee}({kw.arg}=)", kw.arg, kw.value, f"{kw.arg}= of {callee}()", function, keyword=True)
 
     body_assigns(tree.body, MODULE, MODULE)
@@ -278,7 +357,29 @@ def find_knobs(code: str) -> list[Knob]:
                 for key, value in zip(node.keys, node.values):
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
                         add(f'["{key.value}"]', key.value, value, f'the "{key.value}" entry of a dict', function)
-    return sorted(found + find_swaps(code, tree), key=lambda k: (k.line, k.col))
+    found = _one_per_keyword(found, keyword_keys)
+    found += find_swaps(code, tree)
+    return sorted(found + find_defaults(tree, {k.key.split("#")[0] for k in found}),
+                  key=lambda k: (k.line, k.col, k.implicit))
+
+
+def _one_per_keyword(found: list[Knob], keyword_keys: set[str]) -> list[Knob]:
+    """A keyword a callee is given with the same value in several calls (`Ridge(alpha=1.0)` in a
+    cross-validation and in the final fit) as one knob whose sites are all those literals, so that a move
+    changes every call alike; with different values, each call's literal stays its own knob (`key#2`...)."""
+    groups: dict[str, list[Knob]] = {}
+    for k in found:
+        groups.setdefault(k.key.split("#")[0], []).append(k)
+    out = []
+    for key, ks in groups.items():
+        if len(ks) > 1 and key in keyword_keys and all(_same(k.value, ks[0].value) for k in ks):
+            first = ks[0]
+            out.append(Knob(key, first.name, first.kind, first.value, first.line, first.col, first.end_col,
+                            f"{first.where.rsplit(' (line', 1)[0]} ({len(ks)} calls, line {first.line})",
+                            first.function, first.text, sites=tuple((k.line, k.col, k.end_col) for k in ks)))
+        else:
+            out.extend(ks)
+    return out
 
 
 def _as_literal(value: float | int, like: float | int) -> str:
@@ -341,8 +442,12 @@ def apply_move(code: str, move: TuningMove) -> str:
     lines = source_lines(code)
     if knob.kind == "swap":
         return _apply_swap(code, lines, knob, move)
-    raw = lines[knob.line - 1].encode()
-    lines[knob.line - 1] = (raw[:knob.col] + move.new_text.encode() + raw[knob.end_col:]).decode()
+    sites = knob.sites or ((knob.line, knob.col, knob.end_col),)
+    commas = knob.commas or (False,) * len(sites)
+    for (line, col, end), comma in sorted(zip(sites, commas), reverse=True):  # later sites first: offsets hold
+        raw = lines[line - 1].encode()
+        text = f"{', ' if comma else ''}{knob.name}={move.new_text}" if knob.implicit else move.new_text
+        lines[line - 1] = (raw[:col] + text.encode() + raw[end:]).decode()
     new = "".join(lines)
     after = next((k for k in find_knobs(new) if k.key == move.key), None)
     if after is None or not _same(after.value, move.new):
@@ -392,7 +497,8 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
     2. Then a knob whose last move made a significant decline (`decline`) tries the other direction:
        the decline shows the metric is sensitive to it, and on a one-peaked response the better
        value lies the other way (a compass search's second probe of the same coordinate).
-    3. Then the knobs no move touched yet, by KIND_ORDER then file order, their first direction.
+    3. Then the knobs no move touched yet, by KIND_ORDER then file order, their first direction;
+       the code's own literals and swaps before the library defaults it leaves unwritten (DEFAULTS).
     4. Then the other directions of knobs already moved (a `maintenance`: the knob mattered little).
     A value the knob already had in an earlier move (before or after it) is never proposed again.
     One move per knob, except that the places left after that go to a swap's other members."""
@@ -415,10 +521,13 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
                 rank, why = (0, 1, pos), (f"the other direction of {last_name} ({last.old_text} -> {last.new_text} "
                                           "declined: the metric is sensitive to this knob)")
             elif not history:
-                rank, why = (1, KIND_ORDER.index(knob.kind), j, pos), "first move on this knob"
+                rank, why = (1, knob.implicit, KIND_ORDER.index(knob.kind), j, pos), (
+                    "first move on this knob" + (", a library default the code does not write" if knob.implicit
+                                                 else ""))
             else:
                 earlier = ", ".join(f"{m.new_text} ({v or 'not judged'})" for _, m, v in history)
-                rank, why = (2, KIND_ORDER.index(knob.kind), j, pos), f"earlier moves on this knob: {earlier}"
+                rank, why = (2, knob.implicit, KIND_ORDER.index(knob.kind), j, pos), \
+                    f"earlier moves on this knob: {earlier}"
             ranked.append((rank, move_of(knob, direction, value), why))
     out, used = [], set()
     ranked.sort(key=lambda r: r[0])
