@@ -10,10 +10,13 @@ is an improvement cannot get one from the tuning source's first step, whatever i
 improvements must come from the LLM's ideas (a change of structure) or from moves stacked on a win.
 
 Writes bench/records/headroom.json (every move: its values per seed, the verdict and its reason) and
-the section headroom of bench/RESULTS.md.
+the section headroom of bench/RESULTS.md; a record written elsewhere (--out) gets a section only when
+--section names one (its heading --title, kept in the record).
 
     .venv/bin/python -m bench.headroom_bench [--topics a,b] [--out bench/records/headroom.json]
     .venv/bin/python -m bench.headroom_bench --merge a.json,b.json     # runs side by side, one record
+    .venv/bin/python -m bench.headroom_bench --topics bench/probe_topics/x --out bench/records/headroom_x.json \
+        --section headroom_x --title "Headroom on x"
 """
 from __future__ import annotations
 
@@ -24,9 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import RECORDS, machine, provenance, today, write_section
+from bench.common import RECORDS, ROOT, machine, provenance, today, write_section
 
 SCRIPT = "bench/headroom_bench.py"
+TITLE = "Headroom of the tuning source's first step (issue 14)"
 SHIPPED = ("image_classification", "pointcloud_classification", "sentiment_classification", "diabetes_regression")
 
 
@@ -74,7 +78,7 @@ def probe_topic(topic: str, work: Path, log=print) -> dict:
 
 
 def section(rec: dict) -> str:
-    lines = ["## Headroom of the tuning source's first step (issue 14)", "",
+    lines = [f"## {rec.get('title') or TITLE}", "",
              provenance(SCRIPT, rec["record"], f"{rec['date']} on {rec['machine']}", rec["sample"]), "",
              "Every one-knob move of each topic's baseline (`find_knobs` x `moves`, both directions), applied without "
              "the LLM, run on the topic's seeds in the sandbox and judged against the baseline's seeds by the loop's "
@@ -105,11 +109,17 @@ def section(rec: dict) -> str:
     return "\n".join(lines)
 
 
-def finish(rec: dict, out: Path) -> None:
+def section_name(out: Path, name: str = "") -> str:
+    """The RESULTS.md section a record written to `out` renders to: `name` when given, else "headroom" for
+    the default record and none ("") for a record written elsewhere."""
+    return name or ("headroom" if out.resolve() == (RECORDS / "headroom.json").resolve() else "")
+
+
+def finish(rec: dict, out: Path, name: str = "") -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
-    if out.resolve() == (RECORDS / "headroom.json").resolve():
-        print(write_section("headroom", section(rec)))
+    if name := section_name(out, name):
+        print(write_section(name, section(rec)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,13 +127,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topics", default=",".join(SHIPPED), help="comma-separated topic names or folders")
     ap.add_argument("--out", default=str(RECORDS / "headroom.json"))
     ap.add_argument("--merge", default="", help="comma-separated records of earlier runs to join into --out")
+    ap.add_argument("--section", default="", help="the RESULTS.md section to write (default: headroom for the "
+                    "default --out, none otherwise)")
+    ap.add_argument("--title", default="", help=f"the section's heading (default: {TITLE})")
     ap.add_argument("--sample", default="diabetes_regression: in-sample (the swap families were written after a "
                     "probe of model swaps on it); image_classification and pointcloud_classification: in-sample (the "
                     "knob kinds and steps were developed on their loops); other topics: held-out (the neighbourhood "
                     "does not depend on the order of the moves)")
     args = ap.parse_args(argv)
-    rec = {"script": SCRIPT, "record": "bench/records/headroom.json", "date": today(), "machine": machine(),
-           "sample": args.sample, "topics": []}
+    out = Path(args.out)
+    record = out.resolve().relative_to(ROOT).as_posix() if out.resolve().is_relative_to(ROOT) else str(out)
+    rec = {"script": SCRIPT, "record": record, "date": today(), "machine": machine(), "sample": args.sample,
+           **({"title": args.title} if args.title else {}), "topics": []}
     if args.merge:
         for p in args.merge.split(","):
             rec["topics"] += json.loads(Path(p).read_text())["topics"]
@@ -132,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="headroom-") as work:
             for topic in args.topics.split(","):
                 rec["topics"].append(probe_topic(topic, Path(work)))
-                finish(rec, Path(args.out))  # what is done so far survives a stop
-    finish(rec, Path(args.out))
+                finish(rec, out, args.section)  # what is done so far survives a stop
+    finish(rec, out, args.section)
     return 0
 
 

@@ -1,9 +1,12 @@
 """bench/headroom_bench.py without running experiments: the neighbourhood is every one-knob move in
 both directions and leaves the code's other literals alone; the section counts verdicts per topic and
-names the best move in the topic's direction; the committed record renders to the committed section."""
+names the best move in the topic's direction; --section and --title give a record its own section; the
+committed records render to their committed sections."""
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from bench import headroom_bench as hb
 from resources.paths import REPO_ROOT
@@ -47,10 +50,29 @@ def test_section_counts_verdicts_and_names_the_best_move_in_the_goal_direction()
     assert "| down | EPOCHS (learning_rate) | 1 -> 8 | 3 | - | failed | boom |" in text
 
 
-def test_the_committed_record_renders_to_the_committed_section():
-    rec = json.loads((REPO_ROOT / "bench" / "records" / "headroom.json").read_text())
+def test_section_and_title_name_a_records_own_section(tmp_path, monkeypatch):
+    written = []
+    monkeypatch.setattr(hb, "write_section", lambda name, body: written.append((name, body)) or body)
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps({"topics": [{"topic": "t", "goal": "maximize", "wall_s": 1.0, "moves": []}]}))
+    out = tmp_path / "probes.json"
+    assert hb.main(["--merge", str(part), "--out", str(out), "--sample", "held-out"]) == 0
+    assert written == []  # a record written elsewhere gets no section unless one is named
+    assert hb.main(["--merge", str(part), "--out", str(out), "--sample", "held-out", "--section", "headroom_x",
+                    "--title", "Headroom on x"]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["title"] == "Headroom on x" and rec["record"] == str(out)
+    assert [n for n, _ in written] == ["headroom_x"] and written[0][1] == hb.section(rec)
+    assert written[0][1].startswith("## Headroom on x\n") and f"- Record: `{out}`" in written[0][1]
+    assert hb.section_name(hb.RECORDS / "headroom.json") == "headroom" and hb.section_name(out) == ""
+    assert hb.section({**rec, "title": ""}).startswith(f"## {hb.TITLE}\n")
+
+
+@pytest.mark.parametrize("name", ["headroom", "headroom_probes"])
+def test_the_committed_record_renders_to_the_committed_section(name):
+    rec = json.loads((REPO_ROOT / "bench" / "records" / f"{name}.json").read_text())
     results = (REPO_ROOT / "bench" / "RESULTS.md").read_text()
-    body = results.split("<!-- bench:headroom:begin -->")[1].split("<!-- bench:headroom:end -->")[0]
+    body = results.split(f"<!-- bench:{name}:begin -->")[1].split(f"<!-- bench:{name}:end -->")[0]
     assert body.strip() == hb.section(rec).strip()
     for t in rec["topics"]:  # every move was judged against the baseline's seeds, or failed with its error
         assert all(m["verdict"] == "failed" and m["error"] or len(m["seed_values"]) == t["seeds"] for m in t["moves"])
