@@ -442,6 +442,14 @@ def merge_records(recs: list[dict]) -> dict:
             "notes": [n for r in recs for n in r.get("notes", [])]}
 
 
+def topic_name(topic: str) -> str:
+    """The partition name of a topic given as a name under experiments/ or as a folder (its topic.yaml's name)."""
+    from resources.paths import resolve_topic_dir
+    from schemas.topic import load_topic
+
+    return load_topic(resolve_topic_dir(topic)).name
+
+
 def measure(args, out: Path) -> dict:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_effectiveness_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -465,8 +473,8 @@ def measure(args, out: Path) -> dict:
         run = run_topic(topic, args.rounds, work, env, args.parallel, args.hours * 3600)
         rec["model"] = rec["model"] or ((run["timings"] or {}).get("model") or "")
         instance = dg.DagsterInstance.get()
-        summary = summarise_topic(topic, args.rounds, RecordStore(root=str(home / "records")), instance, run,
-                                  read_spans(log_file))
+        summary = summarise_topic(topic_name(topic), args.rounds, RecordStore(root=str(home / "records")), instance,
+                                  run, read_spans(log_file))
         rec["topics"].append(summary)
         rec["wall_s"] = round(time.monotonic() - t_all, 1)
         rec["complete"] = len(rec["topics"]) == len(topics) and all(
