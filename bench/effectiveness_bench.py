@@ -87,11 +87,12 @@ def fresh_home(work: Path) -> Path:
 
 def run_topic(topic: str, rounds: int, work: Path, env: dict[str, str], parallel: int, timeout_s: float) -> dict:
     """`researchloop run` for one topic in a subprocess; its exit status, output tail and timings."""
-    timings = work / f"{topic}.timings.json"
+    name = topic_name(topic)  # a topic folder's files are named after its topic.yaml's name
+    timings = work / f"{name}.timings.json"
     cmd = [sys.executable, "-m", "pipelines.cli", "run", "--topic", topic, "--rounds", str(rounds),
            "--timings", str(timings)] + (["--parallel", str(parallel)] if parallel else [])
     t0 = time.monotonic()
-    log = work / f"{topic}.cli.log"
+    log = work / f"{name}.cli.log"
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
