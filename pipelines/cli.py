@@ -268,7 +268,7 @@ def _run(args, console) -> int:
     from filelock import Timeout
 
     from pipelines.guards import fail_stale_runs, runs_in_flight, set_aside_unrecorded_rounds, topic_lock
-    from resources.paths import resolve_topic_dir
+    from resources.paths import register_topic_dir, resolve_topic_dir
     from resources.store import record_store
     from schemas.topic import TopicSpecError, load_topic
 
@@ -277,6 +277,7 @@ def _run(args, console) -> int:
     except TopicSpecError as e:
         console.print(f"[red]cannot use topic {args.topic}:[/red] {e}")
         return 2
+    register_topic_dir(spec.name, spec.path)  # a folder outside experiments/: the stages find it by name
     last = args.start + (args.rounds or spec.budget.rounds) - 1
     # --start/--rounds set this run's round budget; the other stop rules are the topic's own
     spec = spec.model_copy(update={"budget": spec.budget.model_copy(update={"rounds": last})})

@@ -6,7 +6,7 @@ from assets.shared.partitions import multi_key, round_partitions, topic_partitio
 from pipelines.guards import TOPIC_TAG, fail_stale_runs, lock_held, topic_busy
 from pipelines.jobs import research_round_job, topic_setup_job
 from pipelines.loop import ROUND_END, decide_next_round
-from resources.paths import experiments_root
+from resources.paths import experiments_root, resolve_topic_dir
 from resources.store import record_store, split_partition_key
 from schemas.topic import TopicSpecError, discover_topics, load_topic
 
@@ -88,7 +88,7 @@ def _candidates(instance, asset: str, cursor: str | None, log) -> tuple[list[tup
 def _decide(instance, topic: str, finished: str | None, run_id: str, store, log) -> tuple[str | None, bool]:
     """(round to start or None, whether to look again next tick because the topic is busy)."""
     try:
-        spec = load_topic(experiments_root() / topic)
+        spec = load_topic(resolve_topic_dir(topic))
     except TopicSpecError:
         return None, False
     busy = topic_busy(instance, topic, exclude={run_id})  # the run that just materialised does not count

@@ -88,3 +88,40 @@ def test_failed_run_stops_the_loop_and_names_it(home, fake_llm):
     assert f"stopped: set-up failed (run {run.run_id}" in r.stdout
     assert "baseline_results" in r.stdout and "failed checks: baseline_results.baseline_has_metric" in r.stdout
     assert "r1|toy_classification" not in r.stdout  # no round was started
+
+
+def test_a_topic_folder_outside_experiments_runs_by_its_path(home, fake_llm):
+    """`researchloop run --topic PATH` with a folder outside experiments/ (a task brought from
+    elsewhere): the CLI registers the folder under the topic's name in DAGSTER_HOME, so the set-up's
+    topic_brief step, which knows the topic only by its partition name, reads the same folder."""
+    import shutil
+
+    from resources.paths import TOPIC_DIRS
+
+    elsewhere = home / "brought" / "toy_classification"  # topic.yaml requires the folder to bear its name
+    shutil.copytree(home / "experiments" / "toy_classification", elsewhere)
+    shutil.rmtree(home / "experiments" / "toy_classification")  # nothing of that name under experiments/
+    env = {**os.environ, "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "sk-test",
+           "RESEARCHLOOP_MODEL": "fake-model", "RESEARCHLOOP_EDIT_FORMAT": "whole"}
+    r = _cli("run", "--topic", str(elsewhere), "--rounds", "1", "--parallel", "1", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "set-up ok" in r.stdout and "r1 ok in" in r.stdout
+    registered = json.loads((home / "dagster_home" / TOPIC_DIRS).read_text())
+    assert registered == {"toy_classification": str(elsewhere.resolve())}
+
+
+def test_topic_names_resolve_to_experiments_first_then_the_registered_folder(home):
+    from resources.paths import register_topic_dir, resolve_topic_dir
+
+    ex = home / "experiments"
+    assert resolve_topic_dir("toy_classification") == ex / "toy_classification"
+    register_topic_dir("toy_classification", ex / "toy_classification")  # its own place: nothing to remember
+    assert not (home / "dagster_home" / "topic_dirs.json").exists()
+    other = home / "other" / "x"
+    other.mkdir(parents=True)
+    (other / "topic.yaml").write_text("name: x\n")
+    register_topic_dir("x", other)
+    assert resolve_topic_dir("x") == other.resolve() and resolve_topic_dir(str(other)) == other.resolve()
+    assert resolve_topic_dir("toy_classification") == ex / "toy_classification"
+    (other / "topic.yaml").unlink()  # moved away since: the name is unknown again (load_topic then says so)
+    assert resolve_topic_dir("x") == ex / "x"
