@@ -509,3 +509,25 @@ def test_a_run_whose_repairs_undid_the_idea_is_no_evidence_about_it():
     assert undone(repaired_back, None).status == "success"  # no reference known: nothing to compare
     failed = repaired_back.model_copy(update={"status": "failed", "reason": "boom"})
     assert undone(failed, ref).reason == "boom"
+
+
+def test_a_library_name_imported_from_the_wrong_module_of_that_library_is_moved():
+    """The diabetes sources run: the model wrote `from sklearn.preprocessing import ...,
+    RandomizedSearchCV`; the module of sklearn that exports it takes that name, the other names
+    and any alias stay as written, and the fix counts as sure (the library names it)."""
+    code = ("import numpy as np\nfrom sklearn.preprocessing import StandardScaler, RandomizedSearchCV as RS  # tools\n"
+            "from sklearn.linear_model import Ridge\n\nsearch = RS(Ridge(), {'alpha': [1.0]})\n")
+    error = ("ImportError: cannot import name 'RandomizedSearchCV' from 'sklearn.preprocessing' "
+             "(/x/site-packages/sklearn/preprocessing/__init__.py)")
+    s = suggested_fix(code, failure(error, 2), "x.py")
+    assert s is not None and s.sure
+    assert s.code.splitlines()[1:3] == ["from sklearn.preprocessing import StandardScaler",
+                                        "from sklearn.model_selection import RandomizedSearchCV as RS  # tools"]
+    assert "instead of sklearn.preprocessing" in s.what
+    alone = "from sklearn.feature_extraction import PolynomialFeatures\nprint(PolynomialFeatures)\n"
+    s = suggested_fix(alone, failure("ImportError: cannot import name 'PolynomialFeatures' from "
+                                     "'sklearn.feature_extraction' (/x/__init__.py)", 1), "x.py")
+    assert s is not None and s.code.splitlines()[0] == "from sklearn.preprocessing import PolynomialFeatures"
+    # a name no module of that library exports: no candidate
+    assert suggested_fix("from sklearn.linear_model import Rigde\n", failure(
+        "ImportError: cannot import name 'Rigde' from 'sklearn.linear_model' (/x/__init__.py)", 1), "x.py") is None

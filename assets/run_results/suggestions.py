@@ -17,7 +17,9 @@ A name that is not defined at all but is a public class or function of a library
 already imports ("NameError: name 'KFold' is not defined" in a script importing from
 sklearn.model_selection, after the model rewrote the imports) gets its import added
 (`missing_import`); that lookup imports installed packages only, in a separate isolated
-interpreter that never sees the workspace."""
+interpreter that never sees the workspace. The same lookup moves a library's name imported from
+the wrong module of that library ("cannot import name 'RandomizedSearchCV' from
+'sklearn.preprocessing'") to the module that exports it (`moved_import`)."""
 from __future__ import annotations
 
 import ast
@@ -577,6 +579,39 @@ def keyword_fix(code: str, wrong: str, line: int) -> tuple[str, str, bool] | Non
         "keyword)", False
 
 
+def moved_import(code: str, name: str, module: str, line: int) -> tuple[str, str] | None:
+    """"cannot import name 'X' from 'pkg.a'" where another public module of the installed package
+    pkg exports X (the model put `RandomizedSearchCV` under sklearn.preprocessing): the
+    `from pkg.a import ...` statement at `line` loses X and `from <that module> import X` (its
+    alias kept) follows it. None when the statement is not there or no module of pkg exports X."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == module and not n.level
+                 and n.lineno <= line <= n.end_lineno and any(a.name == name for a in n.names)), None)
+    if node is None:
+        return None
+    found = [m for m in exporting_modules(name, [module.split(".")[0]]) if m != module]
+    right = pick_module(found, imported_modules(tree))
+    if right is None:
+        return None
+    lines = code.splitlines(keepends=True)
+    indent = re.match(r"[ \t]*", lines[node.lineno - 1]).group(0)
+    alias = next(a for a in node.names if a.name == name)
+    rest = [a for a in node.names if a is not alias]
+    said = lambda a: a.name + (f" as {a.asname}" if a.asname else "")  # noqa: E731
+    new = ([f"{indent}from {module} import {', '.join(said(a) for a in rest)}\n"] if rest else []) + \
+        [f"{indent}from {right} import {said(alias)}\n"]
+    tail = lines[node.end_lineno - 1]
+    after = tail.encode()[node.end_col_offset:].decode()  # a comment or `; more` after the statement
+    if after.strip():
+        new[-1] = new[-1][:-1] + after
+    return ("".join(lines[:node.lineno - 1] + new + lines[node.end_lineno:]),
+            f"line {node.lineno}: {name} imported from {right} instead of {module} (the module of that "
+            "library that exports it)")
+
+
 def _with_import(lines: list[str], statement: str) -> str:
     at = _import_line(lines)
     return "".join(lines[:at] + [statement + "\n"] + lines[at:])
@@ -614,11 +649,15 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
                 break
         if wrong is None or not 1 <= frame.line <= len(lines):
             return None
+        imp = _IMPORT_FROM.match(error)
         if kind == "keyword" and hint is None:
             fixed = keyword_fix(code, wrong, frame.line)
             if fixed is None:
                 return None
             new, what, sure = fixed
+        elif (imp is not None and hint is None and not (folder is not None and _module_names(imp.group(1), folder))
+              and (moved := moved_import(code, wrong, imp.group(1), frame.line)) is not None):
+            new, what = moved  # a library's name under the wrong module of that library
         else:
             right = hint.group(1) if hint else _computed(error, kind, wrong, code, frame.line, folder)
             if right is None or right == wrong:
