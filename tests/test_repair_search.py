@@ -531,3 +531,16 @@ def test_a_library_name_imported_from_the_wrong_module_of_that_library_is_moved(
     # a name no module of that library exports: no candidate
     assert suggested_fix("from sklearn.linear_model import Rigde\n", failure(
         "ImportError: cannot import name 'Rigde' from 'sklearn.linear_model' (/x/__init__.py)", 1), "x.py") is None
+
+
+def test_regressors_given_to_a_classifier_ensemble_get_its_regressor_sibling():
+    """The diabetes sources run: "The estimator Ridge should be a classifier." from a
+    VotingClassifier of regressors; the ensemble becomes its Regressor sibling everywhere."""
+    code = ("from sklearn.ensemble import VotingClassifier\nfrom sklearn.linear_model import Ridge, Lasso\n\n"
+            "model = VotingClassifier([('r', Ridge()), ('l', Lasso())])\nmodel.fit(x, y)\n")
+    s = suggested_fix(code, failure("ValueError: The estimator Ridge should be a classifier.", 5), "x.py")
+    assert s is not None and s.sure and "VotingClassifier" not in s.code
+    assert s.code.count("VotingRegressor") == 2 and "VotingClassifier -> VotingRegressor" in s.what
+    # no imported name of that kind: nothing to rename
+    assert suggested_fix("import sklearn\nm.fit(x, y)\n", failure(
+        "ValueError: The estimator Ridge should be a classifier.", 2), "x.py") is None

@@ -612,6 +612,38 @@ def moved_import(code: str, name: str, module: str, line: int) -> tuple[str, str
             "library that exports it)")
 
 
+_TASK_KIND = re.compile(rf"^ValueError: The estimator {_NAME} should be a (classifier|regressor)\.")
+_KINDS = {"classifier": ("Classifier", "Regressor"), "regressor": ("Regressor", "Classifier")}  # (ensemble, members)
+
+
+def task_sibling(code: str, error: str) -> tuple[str, str] | None:
+    """"The estimator Ridge should be a classifier." (scikit-learn's ensembles check their members'
+    task): the script gave regressors to a classifier ensemble (or the reverse), so every name it
+    imports from a module whose name ends in Classifier (Regressor) and whose sibling ending in
+    Regressor (Classifier) that module also exports is renamed to the sibling, in the imports and
+    wherever the code uses it. None when no such name is imported."""
+    m = _TASK_KIND.match(error)
+    if m is None:
+        return None
+    wrong, right = _KINDS[m.group(1)]
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    names = {a.name: n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level
+             for a in n.names if a.name.endswith(wrong) and a.asname is None}
+    if not names:
+        return None
+    siblings = {old: old[:-len(wrong)] + right for old in names}
+    found = exporting(list(siblings.values()), sorted(set(names.values())))
+    swap = {old: new for old, new in siblings.items() if names[old] in found.get(new, [])}
+    if not swap:
+        return None
+    new_code = re.sub(r"\b(" + "|".join(map(re.escape, swap)) + r")\b", lambda h: swap[h.group(1)], code)
+    return new_code, ", ".join(f"{a} -> {b}" for a, b in swap.items()) + (
+        f" (the ensemble's members are {right.lower()}s: its {right} sibling)")
+
+
 def _with_import(lines: list[str], statement: str) -> str:
     at = _import_line(lines)
     return "".join(lines[:at] + [statement + "\n"] + lines[at:])
@@ -639,6 +671,8 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
         # sklearn's class even where Python suggests the `Ridge` the script imports
         new = _with_import(lines, statement)
         what = f"added `{statement}` ({undefined.group(1)} is not defined; that module exports it)"
+    elif (sibling := task_sibling(code, error)) is not None:
+        new, what = sibling
     elif frame is None:  # the error arose outside the edited file: no line to change
         return None
     else:
