@@ -40,13 +40,13 @@ def replay(home: Path, topic: str, work: Path) -> list[dict]:
     from assets.feedback_summary.verdicts import judge_seeds
     from assets.run_results.experimenting import baseline_values, repeat_seeds, run_with_repair
     from assets.run_results.suggestions import mend
-    from resources.paths import REPO_ROOT
+    from resources.paths import resolve_topic_dir
 
-    spec = load_topic(REPO_ROOT / "experiments" / topic)
+    spec = load_topic(resolve_topic_dir(topic))  # a name under experiments/ or a topic folder
     runner = Runner()
     base = baseline_values(spec, runner, log=lambda s: None)
     rows = []
-    for path in sorted((home / "records" / "patched_code" / topic).glob("r*.parquet")):
+    for path in sorted((home / "records" / "patched_code" / spec.name).glob("r*.parquet")):
         for patch in from_frame(pl.read_parquet(path), Patch):
             for d in patch.drafts:
                 if d.status != "ok" or not d.code:
@@ -85,7 +85,7 @@ def section(rows: list[dict], name: str, topic: str, home: str, sample: str) -> 
     ran_mech = sum(r["mechanical"]["status"] == "success" for r in rows)
     ideas_as = len({r["idea_id"] for r in rows if r["as_written"]["status"] == "success"})
     ideas_mech = len({r["idea_id"] for r in rows if r["mechanical"]["status"] == "success"})
-    lines = [f"## Replayed drafts: what the mechanical repairs do now ({topic})", "",
+    lines = [f"## Replayed drafts: what the mechanical repairs do now ({Path(topic).name})", "",
              provenance(SCRIPT, f"bench/records/{name}.json", f"{today()} on {machine()}", sample), "",
              f"The drafts of the loop recorded in `{home}` (every draft that applied, {len(rows)} drafts of "
              f"{len(ideas)} ideas), each run in the sandbox as written and after today's mechanical repair "
