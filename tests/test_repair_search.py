@@ -173,6 +173,7 @@ def test_an_undefined_library_name_gets_its_import():
     # two levels below an imported package, and the conventional aliases
     assert missing_import("TensorDataset", "import torch\n") == "from torch.utils.data import TensorDataset"
     assert missing_import("np", "import torch\n") == "import numpy as np"
+    assert missing_import("json", "import torch\n") == "import json"  # a standard module used by its name
     # a module, or a name no imported library exports as a class or function: no candidate
     assert missing_import("optimizer", "import torch\n") is None
     assert suggested_fix("import json\nprint(frobnicate(1))\n",
@@ -544,3 +545,16 @@ def test_regressors_given_to_a_classifier_ensemble_get_its_regressor_sibling():
     # no imported name of that kind: nothing to rename
     assert suggested_fix("import sklearn\nm.fit(x, y)\n", failure(
         "ValueError: The estimator Ridge should be a classifier.", 2), "x.py") is None
+
+
+def test_a_wrong_keyword_is_fixed_in_every_call_of_that_callee():
+    """The chains source's diabetes draft: RandomForestRegressor(alpha=a) in the cross-validation
+    and RandomForestRegressor(alpha=best) in the final fit; renaming only the failing call's
+    keyword gives the same error one line further down."""
+    code = ("from sklearn.ensemble import RandomForestRegressor\n"
+            "scores = {a: RandomForestRegressor(alpha=a, n_jobs=1) for a in [1.0]}\n"
+            "model = RandomForestRegressor(alpha=2.0)\nother = dict(alpha=3)\n")
+    s = suggested_fix(code, failure("TypeError: RandomForestRegressor.__init__() got an unexpected keyword "
+                                    "argument 'alpha'", 2), "x.py")
+    assert s is not None and s.sure and s.what.startswith("line 2, 3: keyword alpha= -> ccp_alpha=")
+    assert s.code.count("RandomForestRegressor(ccp_alpha=") == 2 and "dict(alpha=3)" in s.code

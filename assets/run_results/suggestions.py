@@ -197,7 +197,11 @@ def _import_line(lines: list[str]) -> int:
 # the conventional short names of ML code, imported as such when the code uses one undefined
 ALIASES = {"np": "import numpy as np", "pd": "import pandas as pd", "plt": "import matplotlib.pyplot as plt",
            "nn": "import torch.nn as nn", "F": "import torch.nn.functional as F",
-           "optim": "import torch.optim as optim", "torch": "import torch", "sklearn": "import sklearn"}
+           "optim": "import torch.optim as optim", "torch": "import torch", "sklearn": "import sklearn",
+           # the standard library's modules ML scripts use by their own name (3.11 does not say "Did you forget")
+           **{m: f"import {m}" for m in ("json", "os", "sys", "math", "time", "random", "re", "csv", "pickle", "copy",
+                                         "shutil", "glob", "argparse", "itertools", "functools", "collections",
+                                         "logging", "warnings", "datetime", "statistics")}}
 LOOKUP_TIMEOUT_S = 60
 LOOKUP_MODULES = 400  # modules imported at most by one lookup (torch.utils.data is within the first 400)
 # run by `python -I` (no script folder, no PYTHONPATH, no user site on sys.path): which of the
@@ -546,28 +550,12 @@ def callee_parameters(code: str, wrong: str, line: int) -> tuple[str, list[str]]
     return (".".join(callee), params) if isinstance(params, list) else None
 
 
-def keyword_fix(code: str, wrong: str, line: int) -> tuple[str, str, bool] | None:
-    """A fix of "got an unexpected keyword argument 'wrong'" raised at `line`: the call there
-    passing `wrong=`, with the keyword renamed to the callee's closest parameter (the callee's
-    signature read in the isolated interpreter: RidgeCV takes `alphas`, not `alpha`), else with
-    the argument dropped. (code, what, sure): sure when the signature named the parameter."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    call = _keyword_call(tree, wrong, line)
-    if call is None:
-        return None
-    kw = next(k for k in call.keywords if k.arg == wrong)
-    lines = code.splitlines(keepends=True)
+def _keyword_span(code: str, lines: list[str], kw: ast.keyword, right: str | None) -> tuple[int, int, str]:
+    """(start, end, replacement) in `code` that renames the keyword argument `kw` to `right`, or
+    drops it with its comma when `right` is None."""
     start, end = _offset(lines, kw.lineno, kw.col_offset), _offset(lines, kw.end_lineno, kw.end_col_offset)
-    found = callee_parameters(code, wrong, line)
-    taken = {k.arg for k in call.keywords}
-    right = _closest(wrong, [p for p in found[1] if p not in taken]) if found else None
-    name = found[0] if found else ast.unparse(call.func)
     if right is not None:
-        new = code[:start] + right + code[start + len(wrong):]
-        return new, f"line {kw.lineno}: keyword {wrong}= -> {right}= (a parameter of {name})", True
+        return start, start + len(kw.arg), right
     after = len(code[end:]) - len(code[end:].lstrip())
     if code[end + after:end + after + 1] == ",":
         end = end + after + 1 + len(code[end + after + 1:]) - len(code[end + after + 1:].lstrip(" "))
@@ -575,8 +563,39 @@ def keyword_fix(code: str, wrong: str, line: int) -> tuple[str, str, bool] | Non
         before = code[:start].rstrip()
         if before.endswith(","):
             start = len(before) - 1
-    return code[:start] + code[end:], f"line {kw.lineno}: dropped the argument {wrong}= ({name} takes no such " \
-        "keyword)", False
+    return start, end, ""
+
+
+def keyword_fix(code: str, wrong: str, line: int) -> tuple[str, str, bool] | None:
+    """A fix of "got an unexpected keyword argument 'wrong'" raised at `line`: the call there
+    passing `wrong=`, with the keyword renamed to the callee's closest parameter (the callee's
+    signature read in the isolated interpreter: RidgeCV takes `alphas`, not `alpha`), else with
+    the argument dropped; every other call of the same callee passing `wrong=` gets the same edit
+    (a cross-validation and the final fit would otherwise fail one after the other). (code, what,
+    sure): sure when the signature named the parameter."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    call = _keyword_call(tree, wrong, line)
+    if call is None:
+        return None
+    lines = code.splitlines(keepends=True)
+    found = callee_parameters(code, wrong, line)
+    taken = {k.arg for k in call.keywords}
+    right = _closest(wrong, [p for p in found[1] if p not in taken]) if found else None
+    name = found[0] if found else ast.unparse(call.func)
+    func = ast.unparse(call.func)
+    same = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func) == func
+            and any(k.arg == wrong for k in c.keywords) and not any(k.arg == right for k in c.keywords)]
+    kws = sorted((next(k for k in c.keywords if k.arg == wrong) for c in same), key=lambda k: (k.lineno, k.col_offset))
+    new = code
+    for start, end, text in sorted((_keyword_span(code, lines, k, right) for k in kws), reverse=True):
+        new = new[:start] + text + new[end:]
+    where = ", ".join(str(k.lineno) for k in kws)
+    if right is not None:
+        return new, f"line {where}: keyword {wrong}= -> {right}= (a parameter of {name})", True
+    return new, f"line {where}: dropped the argument {wrong}= ({name} takes no such keyword)", False
 
 
 def moved_import(code: str, name: str, module: str, line: int) -> tuple[str, str] | None:
