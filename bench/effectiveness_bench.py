@@ -52,6 +52,7 @@ from bench.common import RECORDS, RESULTS, ROOT, machine, provenance, today, wri
 SCRIPT = "bench/effectiveness_bench.py"
 RECORD = "effectiveness"
 SECTION = "effectiveness"
+TITLE = "Effectiveness: does the loop find improvements (issue 14)"
 NO_OP_GOAL = 0.20        # issue 14: no-op patches <= 20%
 OVERHEAD_GOAL = 0.05     # issue 14: orchestration overhead <= 5% of a round
 DIFF_CHARS = 4000        # a diff kept in the record is cut to this
@@ -376,9 +377,10 @@ def render(rec: dict) -> str:
                      f"{'yes' if g['full_budget_every_round'] else 'no'} | {_f(g['max_overhead_share'], '{:.0%}')} | "
                      f"{t['run'].get('exit_code')} |")
     return "\n".join([
-        "## Effectiveness: does the loop find improvements (issue 14)",
+        f"## {rec.get('title') or TITLE}",
         "",
-        provenance(SCRIPT, f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}", sample),
+        provenance(SCRIPT, rec.get("record") or f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}",
+                   sample),
         "",
         (f"`researchloop run --rounds {rec['rounds']}` on each topic, on a fresh DAGSTER_HOME, model `{rec['model']}`"
          f"{'' if rec.get('complete') else '; INCOMPLETE: not every topic finished'}. Verified improvements: "
@@ -412,11 +414,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", default="", help="comma-separated records of earlier runs (one topic each, run side "
                     "by side): write their topics as one record to --out and render it; runs nothing")
     ap.add_argument("--results", default="", help="the RESULTS.md to write the section into (default: "
-                    "bench/RESULTS.md when --out is the default record, else none)")
+                    "bench/RESULTS.md when --out is the default record or --section is given, else none)")
+    ap.add_argument("--section", default="", help=f"the section's name (default: {SECTION}); a record written "
+                    "elsewhere (--out) gets a section only when this names one")
+    ap.add_argument("--title", default="", help=f"the section's heading, kept in the record (default: {TITLE})")
     args = ap.parse_args(argv)
     out = Path(args.out)
     default_out = out.resolve() == (RECORDS / f"{RECORD}.json").resolve()
-    results = Path(args.results) if args.results else (RESULTS if default_out else None)
+    results = Path(args.results) if args.results else (RESULTS if default_out or args.section else None)
     if args.merge:  # topics run as separate benchmarks (one process each), in one record
         rec = merge_records([json.loads(Path(f).read_text()) for f in args.merge.split(",")])
         out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
@@ -424,10 +429,17 @@ def main(argv: list[str] | None = None) -> int:
         rec = json.loads(out.read_text())
     else:
         rec = measure(args, out)
+    if args.title:
+        rec["title"] = args.title
+    if args.section:  # the committed place of a record written elsewhere, named in its section
+        rec["record"] = (out.resolve().relative_to(ROOT).as_posix() if out.resolve().is_relative_to(ROOT)
+                         else str(out))
+    if args.title or args.section:
+        out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
     body = render(rec)
     print(body)
     if results is not None:
-        write_section(SECTION, body, results)
+        write_section(args.section or SECTION, body, results)
     return 0 if rec.get("complete") else 1
 
 

@@ -154,3 +154,25 @@ def test_records_of_topics_run_side_by_side_merge_into_one():
     assert (m["wall_s"], m["date"], m["work"], m["merged_from"]) == (30.0, "2026-11-27", "/tmp/a, /tmp/b", 2)
     with pytest.raises(ValueError, match="different rounds or models"):
         merge_records([rec("a", True, 1.0), {**rec("b", True, 1.0), "rounds": 2}])
+
+
+def test_a_record_written_elsewhere_gets_its_own_named_section(tmp_path, monkeypatch):
+    """--section/--title: a run on other topics (the probe topics) renders into its own section,
+    naming its own record, and keeps the heading in the record for later re-renders."""
+    import json
+    import shutil
+
+    from bench import effectiveness_bench as eb
+    from bench.common import RECORDS
+
+    out = tmp_path / "probe.json"
+    shutil.copy(RECORDS / "effectiveness.json", out)
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# results\n")
+    monkeypatch.setenv("FROM_RECORD", "1")
+    eb.main(["--out", str(out), "--section", "effectiveness_probe", "--title", "Probe loops",
+             "--results", str(results)])
+    text = results.read_text()
+    assert "<!-- bench:effectiveness_probe:begin -->" in text and "## Probe loops" in text
+    assert f"- Record: `{out}`" in text and "<!-- bench:effectiveness:begin -->" not in text
+    assert json.loads(out.read_text())["title"] == "Probe loops"
