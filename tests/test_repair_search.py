@@ -558,3 +558,26 @@ def test_a_wrong_keyword_is_fixed_in_every_call_of_that_callee():
                                     "argument 'alpha'", 2), "x.py")
     assert s is not None and s.sure and s.what.startswith("line 2, 3: keyword alpha= -> ccp_alpha=")
     assert s.code.count("RandomForestRegressor(ccp_alpha=") == 2 and "dict(alpha=3)" in s.code
+
+
+def test_a_file_written_into_a_folder_that_does_not_exist_gets_the_folder_made():
+    """The diabetes sources drafts wrote 'out/final_info.json' into a folder nothing made."""
+    code = ('"""x"""\nimport json\n\ninfo = {"r2": 0.5}\nif info:\n'
+            '    with open("out/final_info.json", "w") as f:\n        json.dump(info, f)\n')
+    s = suggested_fix(code, failure("FileNotFoundError: [Errno 2] No such file or directory: 'out/final_info.json'",
+                                    6), "x.py")
+    assert s is not None and s.sure and "made the folder" in s.what
+    assert s.code.splitlines()[1] == "import os"
+    assert '    os.makedirs(os.path.dirname("out/final_info.json") or \'.\', exist_ok=True)\n    with open(' in s.code
+    # a file read, not written, that is missing: nothing to make
+    assert suggested_fix("import os\ndata = open('data/x.csv').read()\n", failure(
+        "FileNotFoundError: [Errno 2] No such file or directory: 'data/x.csv'", 2), "x.py") is None
+
+
+def test_a_missing_output_folder_is_made_in_the_sandbox_with_no_llm(tmp_path):
+    folder = tmp_path / "out_dir"
+    folder.mkdir()
+    (folder / "w.py").write_text("import numpy as np\nnp.save('results/arr.npy', np.arange(3))\nprint('saved')\n")
+    res = search(folder / "w.py", None, tmp_path, suggestions=True)
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
+    assert "saved" in res.attempts[1].stdout_tail

@@ -19,7 +19,9 @@ sklearn.model_selection, after the model rewrote the imports) gets its import ad
 (`missing_import`); that lookup imports installed packages only, in a separate isolated
 interpreter that never sees the workspace. The same lookup moves a library's name imported from
 the wrong module of that library ("cannot import name 'RandomizedSearchCV' from
-'sklearn.preprocessing'") to the module that exports it (`moved_import`)."""
+'sklearn.preprocessing'") to the module that exports it (`moved_import`). Two fixes need no
+lookup: an ensemble given members of the other task gets its sibling (`task_sibling`), and a file
+written into a folder that does not exist gets the folder made first (`missing_folder`)."""
 from __future__ import annotations
 
 import ast
@@ -663,6 +665,57 @@ def task_sibling(code: str, error: str) -> tuple[str, str] | None:
         f" (the ensemble's members are {right.lower()}s: its {right} sibling)")
 
 
+_NO_FOLDER = re.compile(r"^FileNotFoundError: \[Errno 2\] No such file or directory: '([^']+)'")
+_WRITERS = {"to_csv", "to_json", "to_parquet", "savefig", "save", "savez", "savetxt"}  # path first (torch: second)
+
+
+def _written_path(call: ast.Call) -> ast.expr | None:
+    """The path argument of a call that writes a file: open(path, "w"/"a"/"x"), df.to_csv(path),
+    plt.savefig(path), np.save(path, ...), torch.save(obj, path); None for any other call."""
+    f = call.func
+    if isinstance(f, ast.Name) and f.id == "open" and call.args:
+        mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+        writes = isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax")
+        return call.args[0] if writes else None
+    if isinstance(f, ast.Attribute) and f.attr in _WRITERS and call.args:
+        torch_save = f.attr == "save" and isinstance(f.value, ast.Name) and f.value.id == "torch"
+        return (call.args[1] if len(call.args) > 1 else None) if torch_save else call.args[0]
+    return None
+
+
+def missing_folder(code: str, error: str, line: int) -> tuple[str, str] | None:
+    """"No such file or directory: 'out/final_info.json'" raised at `line` by a call that writes that
+    file: `os.makedirs(os.path.dirname(<the call's path>), exist_ok=True)` goes just above the
+    statement (and `import os` with the imports when the script lacks it). None when the missing
+    path has no folder part or no writing call on that line takes it."""
+    m = _NO_FOLDER.match(error)
+    if m is None or not os.path.dirname(m.group(1)):
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno <= line <= n.end_lineno
+             and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For,
+                                    ast.While, ast.Try))]
+    stmt = min(stmts, key=lambda n: n.end_lineno - n.lineno, default=None)
+    if stmt is None:
+        return None
+    head = stmt.items if isinstance(stmt, (ast.With, ast.AsyncWith)) else [stmt]
+    paths = [p for node in head for c in ast.walk(node) if isinstance(c, ast.Call) and c.lineno == line
+             and (p := _written_path(c)) is not None]
+    if not paths:
+        return None
+    lines = code.splitlines(keepends=True)
+    indent = re.match(r"[ \t]*", lines[stmt.lineno - 1]).group(0)
+    path = ast.get_source_segment(code, paths[0]) or ast.unparse(paths[0])  # as written
+    made = f"{indent}os.makedirs(os.path.dirname({path}) or '.', exist_ok=True)\n"
+    new = "".join(lines[:stmt.lineno - 1] + [made] + lines[stmt.lineno - 1:])
+    if "os" not in _import_bindings(tree):
+        new = _with_import(new.splitlines(keepends=True), "import os")
+    return new, f"line {stmt.lineno}: made the folder of {m.group(1)!r} before writing it (os.makedirs)"
+
+
 def _with_import(lines: list[str], statement: str) -> str:
     at = _import_line(lines)
     return "".join(lines[:at] + [statement + "\n"] + lines[at:])
@@ -692,6 +745,8 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
         what = f"added `{statement}` ({undefined.group(1)} is not defined; that module exports it)"
     elif (sibling := task_sibling(code, error)) is not None:
         new, what = sibling
+    elif frame is not None and (folder_fix := missing_folder(code, error, frame.line)) is not None:
+        new, what = folder_fix
     elif frame is None:  # the error arose outside the edited file: no line to change
         return None
     else:
