@@ -19,9 +19,9 @@ sklearn.model_selection, after the model rewrote the imports) gets its import ad
 (`missing_import`); that lookup imports installed packages only, in a separate isolated
 interpreter that never sees the workspace. The same lookup moves a library's name imported from
 the wrong module of that library ("cannot import name 'RandomizedSearchCV' from
-'sklearn.preprocessing'") to the module that exports it (`moved_import`). Two fixes need no
-lookup: an ensemble given members of the other task gets its sibling (`task_sibling`), and a file
-written into a folder that does not exist gets the folder made first (`missing_folder`)."""
+'sklearn.preprocessing'") to the module that exports it (`moved_import`), and renames an ensemble
+given members of the other task to its sibling that module exports (`task_sibling`). A file
+written into a folder that does not exist gets the folder made first (`missing_folder`, no lookup)."""
 from __future__ import annotations
 
 import ast
