@@ -40,6 +40,12 @@ def write_section(name: str, body: str, results: Path = RESULTS) -> str:
     return section
 
 
+def repo_path(path: Path) -> str:
+    """`path` as a section names a record: relative to the repository when inside it, else as given."""
+    p = Path(path).resolve()
+    return p.relative_to(ROOT).as_posix() if p.is_relative_to(ROOT) else str(path)
+
+
 def write_record(name: str, data: dict, records: Path = RECORDS) -> Path:
     """Write a benchmark's raw record (bench/records/<name>.json) and return its path."""
     records.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.common import RECORDS, RESULTS, ROOT, machine, provenance, today, write_section
+from bench.common import RECORDS, RESULTS, ROOT, machine, provenance, repo_path, today, write_section
 
 SCRIPT = "bench/effectiveness_bench.py"
 RECORD = "effectiveness"
@@ -432,8 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.title:
         rec["title"] = args.title
     if args.section:  # the committed place of a record written elsewhere, named in its section
-        rec["record"] = (out.resolve().relative_to(ROOT).as_posix() if out.resolve().is_relative_to(ROOT)
-                         else str(out))
+        rec["record"] = repo_path(out)
     if args.title or args.section:
         out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
     body = render(rec)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import RECORDS, ROOT, machine, provenance, today, write_section
+from bench.common import RECORDS, machine, provenance, repo_path, today, write_section
 
 SCRIPT = "bench/headroom_bench.py"
 TITLE = "Headroom of the tuning source's first step (issue 14)"
@@ -136,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                     "does not depend on the order of the moves)")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    record = out.resolve().relative_to(ROOT).as_posix() if out.resolve().is_relative_to(ROOT) else str(out)
-    rec = {"script": SCRIPT, "record": record, "date": today(), "machine": machine(), "sample": args.sample,
+    rec = {"script": SCRIPT, "record": repo_path(out), "date": today(), "machine": machine(), "sample": args.sample,
            **({"title": args.title} if args.title else {}), "topics": []}
     if args.merge:
         for p in args.merge.split(","):

@@ -1,6 +1,8 @@
 """Where things live: the repo, DAGSTER_HOME and the folders under it."""
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 from resources.settings import settings
@@ -30,9 +32,6 @@ def register_topic_dir(name: str, folder: Path) -> None:
     """Remember that topic `name` lives in `folder` (outside experiments/), so that the stages and
     sensors, which know a topic by its partition name only, read the same folder the CLI was given.
     Nothing is written for a folder that is experiments/<name> itself."""
-    import json
-    import os
-
     folder = Path(folder).resolve()
     if folder == experiments_root() / name:
         return
@@ -49,8 +48,6 @@ def register_topic_dir(name: str, folder: Path) -> None:
 
 def registered_topic_dir(name: str) -> Path | None:
     """The folder `register_topic_dir` recorded for topic `name`, if it still holds a topic.yaml."""
-    import json
-
     path = dagster_home() / TOPIC_DIRS
     try:
         folder = json.loads(path.read_text()).get(name) if path.exists() else None

@@ -147,6 +147,31 @@ def _suits(calls: Sequence[ast.Call], positional: int, accepts: set[str] | None)
                and (accepts is None or all(k.arg in accepts for k in c.keywords)) for c in calls)
 
 
+def _imported(tree: ast.Module) -> dict[str, tuple[str, str]]:
+    """Names bound by `from M import name [as alias]`: local name -> (M, name)."""
+    return {a.asname or a.name: (node.module or "", a.name) for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 0 for a in node.names}
+
+
+def _library_calls(tree: ast.Module, names) -> dict[str, list[tuple[ast.Call, str]]]:
+    """Per name in `names`, the calls of it with the top-level definition each is in: called by the
+    name imported under itself with `from M import name`, or as an attribute (`nn.ReLU`,
+    `torch.optim.Adam`), never a local function of that name."""
+    imported = _imported(tree)
+    calls: dict[str, list[tuple[ast.Call, str]]] = {}
+    for top in tree.body:
+        function = top.name if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else MODULE
+        for node in ast.walk(top):
+            if isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Name) and f.id in names and imported.get(f.id, ("", ""))[1] == f.id:
+                    calls.setdefault(f.id, []).append((node, function))
+                elif isinstance(f, ast.Attribute) and f.attr in names and isinstance(f.value, (ast.Name,
+                                                                                               ast.Attribute)):
+                    calls.setdefault(f.attr, []).append((node, function))
+    return calls
+
+
 def find_swaps(code: str, tree: ast.Module | None = None) -> list[Knob]:
     """The swap knobs of `code`: per family (SWAPS), the calls of its members, when they all call the
     same member, by a name imported with `from M import name` or as a module's attribute (`nn.ReLU`),
@@ -155,19 +180,10 @@ def find_swaps(code: str, tree: ast.Module | None = None) -> list[Knob]:
         tree = tree or ast.parse(code)
     except SyntaxError:
         return []
-    imported = {a.asname or a.name: (node.module or "", a.name) for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.level == 0 for a in node.names}
+    imported = _imported(tree)
     calls: dict[str, list[tuple[ast.Call, str]]] = {}
-    for top in tree.body:
-        function = top.name if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else MODULE
-        for node in ast.walk(top):
-            if isinstance(node, ast.Call):
-                f = node.func
-                if isinstance(f, ast.Name) and f.id in _FAMILY_OF and imported.get(f.id, ("", ""))[1] == f.id:
-                    calls.setdefault(_FAMILY_OF[f.id], []).append((node, function))
-                elif isinstance(f, ast.Attribute) and f.attr in _FAMILY_OF and isinstance(f.value, (ast.Name,
-                                                                                                   ast.Attribute)):
-                    calls.setdefault(_FAMILY_OF[f.attr], []).append((node, function))
+    for name, found in _library_calls(tree, _FAMILY_OF).items():
+        calls.setdefault(_FAMILY_OF[name], []).extend(found)
     out = []
     for family, found in calls.items():
         label, members, positional, accepts = SWAPS[family]
@@ -231,17 +247,8 @@ def find_defaults(tree: ast.Module, written: set[str]) -> list[Knob]:
     every call without `**kwargs`, with no more positional arguments than its entry allows and without
     that keyword (one knob for all the calls: a move writes it into each), and no knob in `written`
     (the keys found in the code) covering it."""
-    imported = {a.name for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.level == 0 for a in node.names if a.asname is None}
-    calls: dict[str, list[tuple[ast.Call, str]]] = {}
-    for top in tree.body:
-        function = top.name if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else MODULE
-        for node in ast.walk(top):
-            if isinstance(node, ast.Call) and _callee(node) in DEFAULTS and (
-                    isinstance(node.func, ast.Attribute) or node.func.id in imported):
-                calls.setdefault(_callee(node), []).append((node, function))
     out = []
-    for callee, found in calls.items():
+    for callee, found in _library_calls(tree, DEFAULTS).items():
         positional, defaults = DEFAULTS[callee]
         nodes = [c for c, _ in found]
         if any(len(c.args) > positional or any(k.arg is None for k in c.keywords) for c in nodes):
