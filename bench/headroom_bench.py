@@ -34,14 +34,25 @@ TITLE = "Headroom of the tuning source's first step (issue 14)"
 SHIPPED = ("image_classification", "pointcloud_classification", "sentiment_classification", "diabetes_regression")
 
 
-def neighbourhood(code: str) -> list:
-    """Every one-knob move of `code` (TuningMove), knob by knob in file order, both directions."""
+def neighbourhood(code: str, keys: set[str] | None = None) -> list:
+    """Every one-knob move of `code` (TuningMove), knob by knob in file order, both directions; only the
+    knobs whose key is in `keys` when it is given."""
     from assets.ideas.tuning import find_knobs, move_of, moves
 
-    return [move_of(k, d, v) for k in find_knobs(code) for d, v in moves(k)]
+    return [move_of(k, d, v) for k in find_knobs(code) if keys is None or k.key in keys for d, v in moves(k)]
 
 
-def probe_topic(topic: str, work: Path, log=print) -> dict:
+def pairs_of(rows: list[dict], moves: list, goal: str, n: int) -> list[tuple]:
+    """Up to `n` pairs of single moves on different knobs, neither of which was a decline or failed, the
+    pairs whose singles' mean differences add up to the most first: does stacking two moves that each
+    did no harm clear the tolerance where neither did alone?"""
+    sign = 1 if goal == "maximize" else -1
+    ok = [(sign * r["delta"], m) for r, m in zip(rows, moves) if r["verdict"] in ("improvement", "maintenance")]
+    cand = [(a[0] + b[0], a[1], b[1]) for i, a in enumerate(ok) for b in ok[i + 1:] if a[1].key != b[1].key]
+    return [(a, b) for _, a, b in sorted(cand, key=lambda c: -c[0])[:n]]
+
+
+def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None, pairs: int = 0) -> dict:
     from assets.feedback_summary.verdicts import judge_seeds
     from assets.ideas.tuning import apply_move
     from assets.run_results.experimenting import baseline_values, repeat_seeds, run_with_repair
@@ -54,15 +65,19 @@ def probe_topic(topic: str, work: Path, log=print) -> dict:
     runner = Runner()
     t0 = time.time()
     base = baseline_values(spec, runner, log=lambda s: None)
-    rows = []
-    for m in neighbourhood(code):
-        tag = f"{m.name}_{m.direction}_{m.new_text}".replace("/", "_")
-        t = time.time()
+
+    def run(ms: tuple) -> dict:  # the moves applied one after the other, run on the seeds and judged
+        tag = "+".join(f"{m.name}_{m.direction}_{m.new_text}" for m in ms).replace("/", "_")
+        t, new = time.time(), code
+        for m in ms:
+            new = apply_move(new, m)
         common = dict(runner=runner, llm=None, idea_id=tag, title="", edit_format="functions", log=lambda s: None,
                       suggestions=False, memo=False)
-        first = run_with_repair(spec, apply_move(code, m), workdir=work / topic / tag, max_repairs=0, **common)
+        first = run_with_repair(spec, new, workdir=work / topic / tag, max_repairs=0, **common)
         seeded = repeat_seeds(spec, first, runner, work / topic / tag / "seeds", log=lambda s: None, gate=False)
-        row = {"key": m.key, "kind": m.kind, "direction": m.direction, "old": m.old_text, "new": m.new_text,
+        row = {"key": " + ".join(m.key for m in ms), "kind": " + ".join(m.kind for m in ms),
+               "direction": " + ".join(m.direction for m in ms), "old": " + ".join(m.old_text for m in ms),
+               "new": " + ".join(m.new_text for m in ms), "pair": len(ms) > 1,
                "status": seeded.status, "error": seeded.reason if seeded.status != "success" else "",
                "seed_values": seeded.seed_values or ([seeded.metric_value] if seeded.metric_value is not None
                                                       else []),
@@ -70,8 +85,12 @@ def probe_topic(topic: str, work: Path, log=print) -> dict:
         if seeded.status == "success" and base:
             v, why, c = judge_seeds(row["seed_values"], base, spec.metric.goal, spec.metric.tolerance)
             row.update(verdict=v, reason=why, delta=c.mean_diff)
-        rows.append(row)
-        log(f"{topic}: {m.key} {m.old_text} -> {m.new_text}: {row['verdict']} {row['reason'][:90]}")
+        log(f"{topic}: {row['key']} {row['old']} -> {row['new']}: {row['verdict']} {row['reason'][:90]}")
+        return row
+
+    singles = neighbourhood(code, keys)
+    rows = [run((m,)) for m in singles]
+    rows += [run(p) for p in pairs_of(rows, singles, spec.metric.goal, pairs)]
     return {"topic": topic, "metric": spec.metric.name, "goal": spec.metric.goal, "tolerance": spec.metric.tolerance,
             "seeds": spec.budget.seeds, "baseline_seed_values": base, "moves": rows,
             "wall_s": round(time.time() - t0, 1)}
@@ -84,12 +103,16 @@ def section(rec: dict) -> str:
              "the LLM, run on the topic's seeds in the sandbox and judged against the baseline's seeds by the loop's "
              "verdict rule (assets/feedback_summary/verdicts.py). A topic with no `improvement` here cannot get one "
              "from the tuning source's first step in any order; its wins must come from the LLM's ideas or from "
-             "moves stacked on an earlier win.", "",
+             "moves stacked on an earlier win. Pairs (`--pairs`): two single moves on different knobs, neither a "
+             "decline, applied together (the largest summed single gains first); the single-move columns leave them "
+             "out.", "",
              "| topic | knobs | moves | improvement | maintenance | decline | failed | best move: mean difference "
-             "(verdict) | wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "(verdict) | pairs: improvement / run | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for t in rec["topics"]:
-        ms = t["moves"]
+        ms = [m for m in t["moves"] if not m.get("pair")]
+        two = [m for m in t["moves"] if m.get("pair")]
+        pairs = f"{sum(m['verdict'] == 'improvement' for m in two)} / {len(two)}" if two else "-"
         count = {v: sum(m["verdict"] == v for m in ms) for v in ("improvement", "maintenance", "decline", "failed")}
         ran = [m for m in ms if m["delta"] is not None]
         sign = 1 if t["goal"] == "maximize" else -1
@@ -97,7 +120,7 @@ def section(rec: dict) -> str:
         show = (f"{best['key']} {best['old']} -> {best['new']}: {best['delta']:+.4f} ({best['verdict']})"
                 if best else "-")
         lines.append(f"| {t['topic']} | {len({m['key'] for m in ms})} | {len(ms)} | {count['improvement']} | "
-                     f"{count['maintenance']} | {count['decline']} | {count['failed']} | {show} | {t['wall_s']} |")
+                     f"{count['maintenance']} | {count['decline']} | {count['failed']} | {show} | {pairs} | {t['wall_s']} |")
     lines += ["", "Every move (mean difference against the baseline's seeds; the verdict's reason):", "",
               "| topic | knob | move | seeds | mean difference | verdict | reason |", "|---|---|---|---|---|---|---|"]
     for t in rec["topics"]:
@@ -126,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--topics", default=",".join(SHIPPED), help="comma-separated topic names or folders")
     ap.add_argument("--out", default=str(RECORDS / "headroom.json"))
+    ap.add_argument("--knobs", default="", help="comma-separated knob keys to move (default: every knob), e.g. "
+                    "'EPOCHS,Adam(weight_decay=)'")
+    ap.add_argument("--pairs", type=int, default=0, help="after the single moves, run up to this many pairs of "
+                    "moves on two knobs whose singles were not declines, the largest summed gains first (default 0)")
     ap.add_argument("--merge", default="", help="comma-separated records of earlier runs to join into --out")
     ap.add_argument("--section", default="", help="the RESULTS.md section to write (default: headroom for the "
                     "default --out, none otherwise)")
@@ -145,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="headroom-home-"))
         with tempfile.TemporaryDirectory(prefix="headroom-") as work:
             for topic in args.topics.split(","):
-                rec["topics"].append(probe_topic(topic, Path(work)))
+                keys = set(args.knobs.split(",")) if args.knobs else None
+                rec["topics"].append(probe_topic(topic, Path(work), keys=keys, pairs=args.pairs))
                 finish(rec, out, args.section)  # what is done so far survives a stop
     finish(rec, out, args.section)
     return 0

@@ -44,10 +44,40 @@ def test_section_counts_verdicts_and_names_the_best_move_in_the_goal_direction()
                    {**_move("EPOCHS", "8", "failed", None), "status": "failed", "error": "boom", "reason": ""}]},
                {"topic": "none", "goal": "maximize", "wall_s": 1.0, "moves": []}]}
     text = hb.section(rec)
-    assert "| up | 2 | 3 | 1 | 1 | 1 | 0 | LR 1 -> 3: +0.0200 (improvement) | 3.0 |" in text
-    assert "| down | 2 | 3 | 1 | 0 | 1 | 1 | LR 1 -> 0.3: -0.0300 (improvement) | 2.0 |" in text
-    assert "| none | 0 | 0 | 0 | 0 | 0 | 0 | - | 1.0 |" in text
+    assert "| up | 2 | 3 | 1 | 1 | 1 | 0 | LR 1 -> 3: +0.0200 (improvement) | - | 3.0 |" in text
+    assert "| down | 2 | 3 | 1 | 0 | 1 | 1 | LR 1 -> 0.3: -0.0300 (improvement) | - | 2.0 |" in text
+    assert "| none | 0 | 0 | 0 | 0 | 0 | 0 | - | - | 1.0 |" in text
     assert "| down | EPOCHS (learning_rate) | 1 -> 8 | 3 | - | failed | boom |" in text
+
+
+def test_knobs_keep_only_the_named_ones():
+    assert [m.key for m in hb.neighbourhood(CODE, {"LR"})] == ["LR", "LR"]
+    assert hb.neighbourhood(CODE, {"NOPE"}) == []
+
+
+def test_pairs_join_moves_of_two_knobs_that_did_no_harm_largest_summed_gain_first():
+    ms = hb.neighbourhood(CODE)  # EPOCHS up/down, LR up/down, DROPOUT up/down
+    rows = [_move(m.key, m.new_text, v, d) for m, (v, d) in zip(ms, [
+        ("maintenance", 0.004), ("decline", -0.02), ("maintenance", 0.001), ("failed", None),
+        ("maintenance", -0.003), ("improvement", 0.01)])]
+    got = [(a.key, a.new_text, b.key, b.new_text) for a, b in hb.pairs_of(rows, ms, "maximize", 3)]
+    # never two values of one knob, never a decline or a failure; EPOCHS 8 + DROPOUT 0.1 (0.014) first
+    assert got == [("EPOCHS", "8", "DROPOUT", "0.1"), ("LR", "0.015", "DROPOUT", "0.1"),
+                   ("EPOCHS", "8", "LR", "0.015")]
+    assert hb.pairs_of(rows, ms, "maximize", 0) == []
+    # minimising: the signs turn, EPOCHS 8 (+0.004) is now the worst of the three that did no harm
+    low = [(a.new_text, b.new_text) for a, b in hb.pairs_of(rows, ms, "minimize", 1)]
+    assert low == [("0.015", "0.5")]
+
+
+def test_a_pair_is_left_out_of_the_single_move_counts():
+    rec = {"record": "r.json", "date": "d", "machine": "m", "sample": "s", "topics": [
+        {"topic": "t", "goal": "maximize", "wall_s": 1.0, "moves": [
+            _move("LR", "3", "maintenance", 0.001), _move("EPOCHS", "8", "maintenance", 0.002),
+            {**_move("LR + EPOCHS", "3 + 8", "improvement", 0.01), "pair": True}]}]}
+    text = hb.section(rec)
+    assert "| t | 2 | 2 | 0 | 2 | 0 | 0 | EPOCHS 1 -> 8: +0.0020 (maintenance) | 1 / 1 | 1.0 |" in text
+    assert "| t | LR + EPOCHS (learning_rate) | 1 -> 3 + 8 | 3 | +0.0100 | improvement |" in text
 
 
 def test_section_and_title_name_a_records_own_section(tmp_path, monkeypatch):
