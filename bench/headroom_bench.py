@@ -120,7 +120,8 @@ def section(rec: dict) -> str:
         show = (f"{best['key']} {best['old']} -> {best['new']}: {best['delta']:+.4f} ({best['verdict']})"
                 if best else "-")
         lines.append(f"| {t['topic']} | {len({m['key'] for m in ms})} | {len(ms)} | {count['improvement']} | "
-                     f"{count['maintenance']} | {count['decline']} | {count['failed']} | {show} | {pairs} | {t['wall_s']} |")
+                     f"{count['maintenance']} | {count['decline']} | {count['failed']} | {show} | {pairs} | "
+                     f"{t['wall_s']} |")
     lines += ["", "Every move (mean difference against the baseline's seeds; the verdict's reason):", "",
               "| topic | knob | move | seeds | mean difference | verdict | reason |", "|---|---|---|---|---|---|---|"]
     for t in rec["topics"]:
