@@ -52,9 +52,18 @@ def pairs_of(rows: list[dict], moves: list, goal: str, n: int) -> list[tuple]:
     return [(a, b) for _, a, b in sorted(cand, key=lambda c: -c[0])[:n]]
 
 
+def apply_all(code: str, ms) -> str:
+    """`code` with every move of `ms` applied; a swap goes last, since it renames the callee whose name keys
+    another knob's keyword (`RandomForestClassifier(n_estimators=)`). ValueError when one does not apply."""
+    from assets.ideas.tuning import apply_move
+
+    for m in sorted(ms, key=lambda m: m.kind == "swap"):
+        code = apply_move(code, m)
+    return code
+
+
 def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None, pairs: int = 0) -> dict:
     from assets.feedback_summary.verdicts import judge_seeds
-    from assets.ideas.tuning import apply_move
     from assets.run_results.experimenting import baseline_values, repeat_seeds, run_with_repair
     from resources.paths import resolve_topic_dir
     from resources.runner import Runner
@@ -66,19 +75,25 @@ def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None,
     t0 = time.time()
     base = baseline_values(spec, runner, log=lambda s: None)
 
+    def row_of(ms: tuple) -> dict:
+        return {"key": " + ".join(m.key for m in ms), "kind": " + ".join(m.kind for m in ms),
+                "direction": " + ".join(m.direction for m in ms), "old": " + ".join(m.old_text for m in ms),
+                "new": " + ".join(m.new_text for m in ms), "pair": len(ms) > 1}
+
     def run(ms: tuple) -> dict:  # the moves applied one after the other, run on the seeds and judged
         tag = "+".join(f"{m.name}_{m.direction}_{m.new_text}" for m in ms).replace("/", "_")
-        t, new = time.time(), code
-        for m in ms:
-            new = apply_move(new, m)
+        t = time.time()
+        try:
+            new = apply_all(code, ms)
+        except ValueError as e:
+            log(f"{topic}: {tag}: {e}")
+            return {**row_of(ms), "status": "failed", "error": str(e), "seed_values": [], "verdict": "failed",
+                    "reason": "", "delta": None, "seconds": 0.0}
         common = dict(runner=runner, llm=None, idea_id=tag, title="", edit_format="functions", log=lambda s: None,
                       suggestions=False, memo=False)
         first = run_with_repair(spec, new, workdir=work / topic / tag, max_repairs=0, **common)
         seeded = repeat_seeds(spec, first, runner, work / topic / tag / "seeds", log=lambda s: None, gate=False)
-        row = {"key": " + ".join(m.key for m in ms), "kind": " + ".join(m.kind for m in ms),
-               "direction": " + ".join(m.direction for m in ms), "old": " + ".join(m.old_text for m in ms),
-               "new": " + ".join(m.new_text for m in ms), "pair": len(ms) > 1,
-               "status": seeded.status, "error": seeded.reason if seeded.status != "success" else "",
+        row = {**row_of(ms), "status": seeded.status, "error": seeded.reason if seeded.status != "success" else "",
                "seed_values": seeded.seed_values or ([seeded.metric_value] if seeded.metric_value is not None
                                                       else []),
                "verdict": "failed", "reason": "", "delta": None, "seconds": round(time.time() - t, 1)}

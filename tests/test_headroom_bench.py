@@ -70,6 +70,19 @@ def test_pairs_join_moves_of_two_knobs_that_did_no_harm_largest_summed_gain_firs
     assert low == [("0.015", "0.5")]
 
 
+def test_a_pair_with_a_swap_applies_the_swap_last():
+    code = ("from sklearn.ensemble import RandomForestClassifier\n"
+            "model = RandomForestClassifier(random_state=0)\n")
+    ms = hb.neighbourhood(code)
+    swap = next(m for m in ms if m.kind == "swap")
+    more = next(m for m in ms if m.key == "RandomForestClassifier(n_estimators=)" and m.direction == "up")
+    new = hb.apply_all(code, (swap, more))  # in either order
+    assert new == hb.apply_all(code, (more, swap))
+    assert "ExtraTreesClassifier(random_state=0, n_estimators=200)" in new
+    with pytest.raises(ValueError):
+        hb.apply_all(code, (more, more))  # the second finds the knob already moved
+
+
 def test_a_pair_is_left_out_of_the_single_move_counts():
     rec = {"record": "r.json", "date": "d", "machine": "m", "sample": "s", "topics": [
         {"topic": "t", "goal": "maximize", "wall_s": 1.0, "moves": [
