@@ -35,11 +35,13 @@ SHIPPED = ("image_classification", "pointcloud_classification", "sentiment_class
 
 
 def neighbourhood(code: str, keys: set[str] | None = None) -> list:
-    """Every one-knob move of `code` (TuningMove), knob by knob in file order, both directions; only the
-    knobs whose key is in `keys` when it is given."""
-    from assets.ideas.tuning import find_knobs, move_of, moves
+    """Every one-knob move of `code` (TuningMove), knob by knob in file order, both directions, then its
+    compensating pairs (a learning rate down, the training length beside it up: `compensations`); only
+    the knobs whose key is in `keys` when it is given."""
+    from assets.ideas.tuning import compensations, find_knobs, move_of, moves
 
-    return [move_of(k, d, v) for k in find_knobs(code) if keys is None or k.key in keys for d, v in moves(k)]
+    return [move_of(k, d, v) for k in find_knobs(code) if keys is None or k.key in keys for d, v in moves(k)] \
+        + [m for m in compensations(code) if keys is None or m.key in keys]
 
 
 def pairs_of(rows: list[dict], moves: list, goal: str, n: int) -> list[tuple]:
@@ -47,7 +49,8 @@ def pairs_of(rows: list[dict], moves: list, goal: str, n: int) -> list[tuple]:
     pairs whose singles' mean differences add up to the most first: does stacking two moves that each
     did no harm clear the tolerance where neither did alone?"""
     sign = 1 if goal == "maximize" else -1
-    ok = [(sign * r["delta"], m) for r, m in zip(rows, moves) if r["verdict"] in ("improvement", "maintenance")]
+    ok = [(sign * r["delta"], m) for r, m in zip(rows, moves)
+          if r["verdict"] in ("improvement", "maintenance") and m.paired is None]
     cand = [(a[0] + b[0], a[1], b[1]) for i, a in enumerate(ok) for b in ok[i + 1:] if a[1].key != b[1].key]
     return [(a, b) for _, a, b in sorted(cand, key=lambda c: -c[0])[:n]]
 
@@ -76,12 +79,14 @@ def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None,
     base = baseline_values(spec, runner, log=lambda s: None)
 
     def row_of(ms: tuple) -> dict:
+        ms = [x for m in ms for x in (m, m.paired) if x is not None]  # a compensating pair is two moves
         return {"key": " + ".join(m.key for m in ms), "kind": " + ".join(m.kind for m in ms),
                 "direction": " + ".join(m.direction for m in ms), "old": " + ".join(m.old_text for m in ms),
                 "new": " + ".join(m.new_text for m in ms), "pair": len(ms) > 1}
 
     def run(ms: tuple) -> dict:  # the moves applied one after the other, run on the seeds and judged
-        tag = "+".join(f"{m.name}_{m.direction}_{m.new_text}" for m in ms).replace("/", "_")
+        tag = "+".join(f"{m.name}_{m.direction}_{m.new_text}" + (f"+{m.paired.name}_up_{m.paired.new_text}"
+                                                                  if m.paired else "") for m in ms).replace("/", "_")
         t = time.time()
         try:
             new = apply_all(code, ms)
@@ -118,7 +123,9 @@ def section(rec: dict) -> str:
              "the LLM, run on the topic's seeds in the sandbox and judged against the baseline's seeds by the loop's "
              "verdict rule (assets/feedback_summary/verdicts.py). A topic with no `improvement` here cannot get one "
              "from the tuning source's first step in any order; its wins must come from the LLM's ideas or from "
-             "moves stacked on an earlier win. Pairs (`--pairs`): two single moves on different knobs, neither a "
+             "moves stacked on an earlier win. Pairs: the compensating pairs (a learning rate lowered 3x with the "
+             "training length beside it raised 3x, `compensations` in assets/ideas/tuning.py, which the loop proposes "
+             "once a slower rate alone declined) and, with `--pairs`, two single moves on different knobs, neither a "
              "decline, applied together (the largest summed single gains first); the single-move columns leave them "
              "out.", "",
              "| topic | knobs | moves | improvement | maintenance | decline | failed | best move: mean difference "

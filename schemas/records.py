@@ -84,6 +84,9 @@ class TuningMove(BaseModel):
     new: float
     old_text: str
     new_text: str
+    paired: TuningMove | None = Field(None, description="a second knob moved in the same idea, after this one: "
+                                      "a compensating pair lowers a learning rate and raises the training length "
+                                      "beside it by the same factor")
 
 
 class Idea(BaseModel):

@@ -17,10 +17,13 @@ CODE = "SEED = 0\nEPOCHS = 4\nLR = 5e-3\nDROPOUT = 0.3\nN_TRAIN = 800\n"
 def test_the_neighbourhood_is_every_knob_both_ways():
     from assets.ideas.tuning import apply_move
 
-    ms = hb.neighbourhood(CODE)
+    *ms, pair = hb.neighbourhood(CODE)
     assert [(m.key, m.direction, m.new_text) for m in ms] == [
         ("EPOCHS", "up", "8"), ("EPOCHS", "down", "2"), ("LR", "up", "0.015"), ("LR", "down", "0.00167"),
         ("DROPOUT", "up", "0.5"), ("DROPOUT", "down", "0.1")]
+    # then the compensating pair: the rate 3x slower, the training 3x longer, two lines change
+    assert (pair.key, pair.new_text, pair.paired.key, pair.paired.new_text) == ("LR", "0.00167", "EPOCHS", "12")
+    assert hb.apply_all(CODE, (pair,)) == CODE.replace("EPOCHS = 4", "EPOCHS = 12").replace("5e-3", "0.00167")
     for m in ms:  # one line changes, seeds and data sizes never
         changed = [(a, b) for a, b in zip(CODE.splitlines(), apply_move(CODE, m).splitlines()) if a != b]
         assert len(changed) == 1 and changed[0][0].startswith(m.key)
@@ -51,15 +54,16 @@ def test_section_counts_verdicts_and_names_the_best_move_in_the_goal_direction()
 
 
 def test_knobs_keep_only_the_named_ones():
-    assert [m.key for m in hb.neighbourhood(CODE, {"LR"})] == ["LR", "LR"]
+    assert [(m.key, m.paired is not None) for m in hb.neighbourhood(CODE, {"LR"})] == [
+        ("LR", False), ("LR", False), ("LR", True)]
     assert hb.neighbourhood(CODE, {"NOPE"}) == []
 
 
 def test_pairs_join_moves_of_two_knobs_that_did_no_harm_largest_summed_gain_first():
-    ms = hb.neighbourhood(CODE)  # EPOCHS up/down, LR up/down, DROPOUT up/down
+    ms = hb.neighbourhood(CODE)  # EPOCHS up/down, LR up/down, DROPOUT up/down, the pair LR down + EPOCHS up
     rows = [_move(m.key, m.new_text, v, d) for m, (v, d) in zip(ms, [
         ("maintenance", 0.004), ("decline", -0.02), ("maintenance", 0.001), ("failed", None),
-        ("maintenance", -0.003), ("improvement", 0.01)])]
+        ("maintenance", -0.003), ("improvement", 0.01), ("improvement", 0.05)])]  # a pair is never joined
     got = [(a.key, a.new_text, b.key, b.new_text) for a, b in hb.pairs_of(rows, ms, "maximize", 3)]
     # never two values of one knob, never a decline or a failure; EPOCHS 8 + DROPOUT 0.1 (0.014) first
     assert got == [("EPOCHS", "8", "DROPOUT", "0.1"), ("LR", "0.015", "DROPOUT", "0.1"),

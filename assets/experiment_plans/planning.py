@@ -68,9 +68,10 @@ def plan_functions(code: str, *texts: str) -> list[str]:
 
 def tuning_plan(spec: TopicSpec, idea: FilteredIdea) -> ExperimentPlan:
     """The plan of a tuning move, written without the LLM: the move is the whole change."""
-    m = idea.tuning
-    return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment], location=m.where,
-                          evaluation=spec.metric.name, functions=[m.function],
+    m, p = idea.tuning, idea.tuning.paired
+    return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment],
+                          location=m.where + (f"; {p.where}" if p else ""), evaluation=spec.metric.name,
+                          functions=list(dict.fromkeys([m.function] + ([p.function] if p else []))),
                           expected_effect=f"{spec.metric.name} moves with {m.name} ({m.kind}): the seeds' verdict "
                           "says whether the move helps")
 

@@ -180,19 +180,25 @@ def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str
 
     out = []
     for move, why in propose(code, history.moves, k):
-        swap = move.kind == "swap"
-        name = unique_name(f"swap {move.new_text}" if swap else f"tune {move.name} {move.direction}", taken)
+        swap, p = move.kind == "swap", move.paired
+        name = unique_name(f"swap {move.new_text}" if swap else f"tune {move.name} {move.direction}"
+                           + (f" {p.name} {p.direction}" if p else ""), taken)
         earlier = [n for n, m, _ in history.moves if m.key == move.key and n in history.ids]
         builds = [history.ids[earlier[-1]]] if earlier and why.startswith("continues") else []
+        change = f"{move.name}: {move.old_text} -> {move.new_text}" + (f", {p.name}: {p.old_text} -> {p.new_text}"
+                                                                      if p else "")
         out.append(Idea(
             idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
-            title=f"{'Swap' if swap else 'Tune'} {move.name}: {move.old_text} -> {move.new_text}",
+            title=f"{'Swap' if swap else 'Tune'} {change}",
             experiment=(f"Call {move.new_text} instead of {move.old_text}, {move.where}, with the same arguments; "
                         "change nothing else." if swap else
-                        f"Set {move.where} from {move.old_text} to {move.new_text}; change nothing else."),
+                        f"Set {move.where} from {move.old_text} to {move.new_text}"
+                        + (f" and {p.where} from {p.old_text} to {p.new_text}" if p else "")
+                        + "; change nothing else."),
             summary=(f"A swap within the {move.name} family found in the code without the LLM" if swap else
+                     "A compensating pair of hyper-parameter moves found in the code without the LLM" if p else
                      f"A hyper-parameter move ({move.kind}, {move.direction}) found in the code without the LLM")
-                    + f": {move.name} {move.old_text} -> {move.new_text}; {why}.",
+                    + f": {change}; {why}.",
             source="tuning", builds_on_ideas=builds, tuning=move))
     return out
 

@@ -441,8 +441,14 @@ def source_lines(code: str) -> list[str]:
 
 
 def apply_move(code: str, move: TuningMove) -> str:
-    """`code` with the move's knob set to its new value. Raises ValueError when the knob is not
-    in `code` at its old value (the code changed since the move was proposed)."""
+    """`code` with the move's knob set to its new value, then its paired knob's (a compensating pair).
+    Raises ValueError when a knob is not in `code` at its old value (the code changed since the move
+    was proposed)."""
+    new = _apply_one(code, move)
+    return _apply_one(new, move.paired) if move.paired is not None else new
+
+
+def _apply_one(code: str, move: TuningMove) -> str:
     knob = next((k for k in find_knobs(code) if k.key == move.key), None)
     if knob is None or not _same(knob.value, move.old):
         raise ValueError(f"the knob {move.key} is not in the code at {move.old_text}")
@@ -491,6 +497,36 @@ def move_of(knob: Knob, direction: str, value: float | int) -> TuningMove:
                       direction=direction, old=knob.value, new=value, old_text=knob.text, new_text=text)
 
 
+# A compensating pair: a learning rate lowered by this factor with the training length beside it raised by
+# the same factor (the rate-for-rounds trade of shrinkage in boosting, and of step size for steps in SGD).
+COMPENSATE = 3
+
+
+def partner(knobs: Sequence[Knob], rate: Knob) -> Knob | None:
+    """The training-length knob beside the learning rate `rate`, or None: for a keyword of a call
+    (`GradientBoostingRegressor(learning_rate=)`), the same callee's length keyword, written or a library
+    default; otherwise the first length knob that is not a keyword of a call, in the same top-level
+    definition (`LR` and `EPOCHS` at the top level, or the two defaults of `train()`)."""
+    lengths = [k for k in knobs if k.kind == "training_length" and k is not rate]
+    callee = rate.key.split("(", 1)[0] if rate.key.endswith("=)") else None
+    if callee is not None and not callee.startswith("["):
+        return next((k for k in lengths if k.key.endswith("=)") and k.key.split("(", 1)[0] == callee), None)
+    return next((k for k in lengths if not k.key.endswith("=)") and k.function == rate.function), None)
+
+
+def compensating(rate: Knob, length: Knob) -> TuningMove:
+    """The pair that lowers `rate` by COMPENSATE and raises `length` by the same factor."""
+    lr, n = _round(float(rate.value) / COMPENSATE, rate.value), _round(length.value * COMPENSATE, length.value)
+    move = move_of(rate, "down", lr)
+    return move.model_copy(update={"paired": move_of(length, "up", n)})
+
+
+def compensations(code: str) -> list[TuningMove]:
+    """Every compensating pair of `code`: one per learning-rate knob with a training length beside it."""
+    knobs = find_knobs(code)
+    return [compensating(k, p) for k in knobs if k.kind == "learning_rate" and (p := partner(knobs, k))]
+
+
 def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
 
@@ -513,14 +549,20 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
     for name, m, verdict in tried:
         by_key.setdefault(m.key, []).append((name, m, verdict))
     ranked: list[tuple[tuple, TuningMove, str]] = []
-    for pos, knob in enumerate(find_knobs(code)):
+    knobs = find_knobs(code)
+    for pos, knob in enumerate(knobs):
         history = by_key.get(knob.key, [])
         had = [x for _, m, _ in history for x in (m.old, m.new)]
         last_name, last, verdict = history[-1] if history else ("", None, None)
+        improved = last is not None and verdict == "improvement" and _same(knob.value, last.new)
+        if pair := _pair(knobs, knob, history):
+            # a continuing pair leads like a continuing move; a new one comes after the other direction of a
+            # decline (one move per knob: a slower rate's decline gets the faster rate first, then the pair)
+            ranked.append(((0, 0, pos) if pair[1].startswith("continues") else (0, 1, pos, 1), *pair))
         for j, (direction, value) in enumerate(moves(knob)):
             if any(_same(value, x) for x in had):
                 continue
-            if last is not None and verdict == "improvement" and _same(knob.value, last.new):
+            if improved and last.paired is None:
                 if direction != last.direction:
                     continue
                 rank, why = (0, 0, pos), f"continues {last_name} ({last.old_text} -> {last.new_text} improved)"
@@ -539,8 +581,9 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
     out, used = [], set()
     ranked.sort(key=lambda r: r[0])
     for _, move, why in ranked:
-        if move.key not in used and len(out) < k:
-            used.add(move.key)
+        keys = {move.key} | ({move.paired.key} if move.paired else set())
+        if not keys & used and len(out) < k:
+            used |= keys
             out.append((move, why))
     # a swap's other members are alternatives that do not depend on each other's verdicts (a numeric
     # knob's next step does): once every knob has its move, the places left go to them
@@ -548,6 +591,30 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
         if move.kind == "swap" and len(out) < k and all(move is not m for m, _ in out):
             out.append((move, why))
     return out
+
+
+def _pair(knobs: Sequence[Knob], rate: Knob, history) -> tuple[TuningMove, str] | None:
+    """The compensating pair of the learning rate `rate` (with why), when it is due: after a pair that
+    improved and whose values the code still holds (a line search of pairs), or once a slower rate alone
+    declined (the training was too short for it); never a pair tried before."""
+    if rate.kind != "learning_rate" or (length := partner(knobs, rate)) is None:
+        return None
+    pair = compensating(rate, length)
+    if any(m.paired is not None and _same(m.new, pair.new) and _same(m.paired.new, pair.paired.new)
+           for _, m, _ in history):
+        return None
+    name, last, verdict = history[-1] if history else ("", None, None)
+    what = (f"{pair.name} {pair.old_text} -> {pair.new_text} with {pair.paired.name} {pair.paired.old_text} -> "
+            f"{pair.paired.new_text}")
+    if last is not None and last.paired is not None and verdict == "improvement" and _same(rate.value, last.new) \
+            and _same(length.value, last.paired.new):
+        return pair, f"continues {name} (the pair {last.old_text} -> {last.new_text} improved): {what}"
+    slower = [(n, m) for n, m, v in history if m.paired is None and m.direction == "down" and v == "decline"]
+    if slower:
+        n, m = slower[-1]
+        return pair, (f"{n} ({m.old_text} -> {m.new_text} alone) declined: a slower rate needs longer training, "
+                      f"so a compensating pair, {what} ({COMPENSATE}x each)")
+    return None
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,9 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
 def tuning_draft(spec: TopicSpec, code: str, idea: FilteredIdea, fmt: str) -> Draft:
     """The one draft of a tuning move (assets/ideas/tuning.py `apply_move`), checked like any draft;
     it records `fmt`, the format its LLM repairs will be asked in (a move has no format of its own)."""
-    how = f"tuning move: {idea.tuning.where} {idea.tuning.old_text} -> {idea.tuning.new_text} (no LLM)"
+    how = "tuning move: " + "; ".join(f"{m.where} {m.old_text} -> {m.new_text}" for m in (idea.tuning,
+                                                                                          idea.tuning.paired) if m) \
+        + " (no LLM)"
     try:
         patched = apply_move(code, idea.tuning)
         check_edit(code, SimpleNamespace(code=patched), spec)
