@@ -500,3 +500,68 @@ def test_written_knobs_and_swaps_come_before_unwritten_defaults():
             "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n")
     assert [m.key for m, _ in propose(code, [], 5)] == ["EPOCHS", "Adam(lr=)", "activation_module()", "adam()",
                                                        "Adam(weight_decay=)"]
+
+
+GBR = ("from sklearn.ensemble import GradientBoostingRegressor\n"
+       "from sklearn.linear_model import SGDRegressor\n"
+       "model = GradientBoostingRegressor(random_state=0)\n"
+       "other = SGDRegressor(eta0=0.01)\n")
+
+
+def test_a_learning_rate_pairs_with_the_training_length_beside_it():
+    from assets.ideas.tuning import compensations, partner
+
+    ks = knobs_by_key(GBR)
+    rate = ks["GradientBoostingRegressor(learning_rate=)"]
+    assert partner(list(ks.values()), rate).key == "GradientBoostingRegressor(n_estimators=)"  # a library default
+    assert partner(list(ks.values()), ks["SGDRegressor(eta0=)"]) is None  # no length in its own call
+    (pair,) = compensations(GBR)
+    assert (pair.new_text, pair.paired.new_text) == ("0.0333", "300")
+    assert "GradientBoostingRegressor(random_state=0, learning_rate=0.0333, n_estimators=300)" in apply_move(GBR, pair)
+    # constants pair within one top-level definition; a length keyword of some call is not a rate's partner
+    code = "LR = 0.01\nEPOCHS = 5\n\n\ndef train(lr=0.1, steps=100):\n    return lr * steps\n"
+    got = {(m.key, m.paired.key, m.paired.new_text) for m in compensations(code)}
+    assert got == {("LR", "EPOCHS", "15"), ("train(lr=)", "train(steps=)", "300")}
+    assert compensations("LR = 0.01\nmodel = fit(max_iter=100)\n") == []
+
+
+def test_the_compensating_pair_comes_once_a_slower_rate_alone_declined_and_never_twice():
+    code = "LR = 0.01\nEPOCHS = 5\n"
+    (up_e, _), (up_lr, _) = propose(code, [], 2)
+    assert up_lr.paired is None and up_lr.direction == "up"  # no pair before a slower rate has declined
+    tried = [("tune_epochs_up", up_e, "maintenance"), ("tune_lr_up", up_lr, "decline")]
+    ms = {m.key: m for m, _ in propose(code, tried, 2)}
+    assert ms["LR"].direction == "down" and ms["LR"].paired is None  # the decline's other direction comes first
+    tried.append(("tune_lr_down", ms["LR"], "decline"))
+    (pair, why), *_ = propose(code, tried, 2)
+    assert (pair.key, pair.new_text, pair.paired.key, pair.paired.new_text) == ("LR", "0.00333", "EPOCHS", "15")
+    assert why.startswith("tune_lr_down (0.01 -> 0.00333 alone) declined")
+    # one idea holds both knobs: nothing else moves EPOCHS in that round
+    assert [m.key for m, _ in propose(code, tried, 2)] == ["LR"]
+    tried.append(("tune_lr_down_epochs_up", pair, "maintenance"))
+    assert all(m.paired is None for m, _ in propose(code, tried, 3))  # tried once, not again
+    # a pair that improved continues from the code it made while both knobs hold its values
+    tried[-1] = ("tune_lr_down_epochs_up", pair, "improvement")
+    stacked = apply_move(code, pair)
+    (nxt, why), *_ = propose(stacked, tried, 2)
+    assert (nxt.new_text, nxt.paired.new_text, why.split(" (")[0]) == ("0.00111", "45", "continues "
+                                                                      "tune_lr_down_epochs_up")
+    assert all(m.paired is None for m, _ in propose(stacked.replace("EPOCHS = 15", "EPOCHS = 16"), tried, 3))
+
+
+def test_a_pair_is_one_idea_with_one_plan_and_one_draft(spec):
+    from assets.ideas.tuning import compensations
+
+    code = "import json\nLR = 0.01\nEPOCHS = 5\njson.dump({'accuracy': LR * EPOCHS}, open('final_info.json', 'w'))\n"
+    (pair,) = compensations(code)
+    h = History()
+    h.moves += [("tune_lr_up", pair.model_copy(update={"new": 0.03, "new_text": "0.03", "direction": "up",
+                                                        "paired": None}), "decline"),
+                ("tune_lr_down", pair.model_copy(update={"paired": None}), "decline")]
+    (idea,) = tuning_ideas(code, h, 1, "t", "r3", set())
+    assert idea.name == "tune_lr_down_epochs_up" and idea.title == "Tune LR: 0.01 -> 0.00333, EPOCHS: 5 -> 15"
+    assert "from 0.01 to 0.00333 and the top-level constant EPOCHS (line 3) from 5 to 15" in idea.experiment
+    (kept,), _ = keep_tuning([idea], 3)
+    assert make_plan(spec, code, kept, llm=None).functions == ["<module>"]
+    d = tuning_draft(spec, code, kept, "functions")
+    assert d.status == "ok" and "+LR = 0.00333" in d.diff and "+EPOCHS = 15" in d.diff

@@ -544,7 +544,11 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
        the code's own literals and swaps before the library defaults it leaves unwritten (DEFAULTS).
     4. Then the other directions of knobs already moved (a `maintenance`: the knob mattered little).
     A value the knob already had in an earlier move (before or after it) is never proposed again.
-    One move per knob, except that the places left after that go to a swap's other members."""
+    A learning rate with a training length beside it (`partner`) also gets a compensating pair
+    (`_pair`): the rate 3x slower and the training 3x longer in one idea, after the other direction of a
+    slower rate's decline, and continued like (1) while pairs improve.
+    One move per knob (a pair holds both of its knobs), except that the places left after that go to a
+    swap's other members."""
     by_key: dict[str, list[tuple[str, TuningMove, str | None]]] = {}
     for name, m, verdict in tried:
         by_key.setdefault(m.key, []).append((name, m, verdict))
@@ -596,7 +600,7 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
 def _pair(knobs: Sequence[Knob], rate: Knob, history) -> tuple[TuningMove, str] | None:
     """The compensating pair of the learning rate `rate` (with why), when it is due: after a pair that
     improved and whose values the code still holds (a line search of pairs), or once a slower rate alone
-    declined (the training was too short for it); never a pair tried before."""
+    declined from the rate the code has now (the training was too short for it); never a pair tried before."""
     if rate.kind != "learning_rate" or (length := partner(knobs, rate)) is None:
         return None
     pair = compensating(rate, length)
@@ -609,7 +613,8 @@ def _pair(knobs: Sequence[Knob], rate: Knob, history) -> tuple[TuningMove, str] 
     if last is not None and last.paired is not None and verdict == "improvement" and _same(rate.value, last.new) \
             and _same(length.value, last.paired.new):
         return pair, f"continues {name} (the pair {last.old_text} -> {last.new_text} improved): {what}"
-    slower = [(n, m) for n, m, v in history if m.paired is None and m.direction == "down" and v == "decline"]
+    slower = [(n, m) for n, m, v in history
+              if m.paired is None and m.direction == "down" and v == "decline" and _same(m.old, rate.value)]
     if slower:
         n, m = slower[-1]
         return pair, (f"{n} ({m.old_text} -> {m.new_text} alone) declined: a slower rate needs longer training, "
