@@ -565,3 +565,15 @@ def test_a_pair_is_one_idea_with_one_plan_and_one_draft(spec):
     assert make_plan(spec, code, kept, llm=None).functions == ["<module>"]
     d = tuning_draft(spec, code, kept, "functions")
     assert d.status == "ok" and "+LR = 0.00333" in d.diff and "+EPOCHS = 15" in d.diff
+
+
+def test_scikit_learns_mlp_rate_is_a_learning_rate_and_pairs_with_its_iterations():
+    from assets.ideas.tuning import compensations
+
+    code = ("from sklearn.neural_network import MLPRegressor\n"
+            "model = MLPRegressor(learning_rate_init=1e-3, random_state=0)\n")
+    ks = knobs_by_key(code)
+    assert ks["MLPRegressor(learning_rate_init=)"].kind == "learning_rate"
+    assert ks["MLPRegressor(max_iter=)"].implicit  # the library default 200
+    (pair,) = compensations(code)
+    assert "MLPRegressor(learning_rate_init=0.000333, random_state=0, max_iter=600)" in apply_move(code, pair)

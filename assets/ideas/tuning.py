@@ -43,7 +43,7 @@ KIND_ORDER = ("training_length", "learning_rate", "width", "dropout", "weight_de
 _NAMES = {
     "training_length": r"(n_|num_|max_|total_|train_)?(epochs?|iters?|iterations|steps|estimators|boost_rounds?|"
                        r"rounds|max_iter)|n_estimators|num_boost_round|max_iter",
-    "learning_rate": r"(base_|max_|init_|initial_)?(lr|learning_rate|eta)0?",
+    "learning_rate": r"(base_|max_|init_|initial_)?(lr|learning_rate|eta)0?|learning_rate_init",
     "width": r"(n_|num_)?(hidden|hidden_dim|hidden_size|hidden_units|hid|embed_dim|emb_dim|embedding_dim|embed_size|"
              r"embedding_size|d_model|n_embd|width|channels|filters|units|latent_dim|feat_dim|hidden_channels|leaves)",
     "depth": r"(n_|num_)?(layers?|blocks|depth)|max_depth|n_layer",
@@ -231,7 +231,8 @@ DEFAULTS: dict[str, tuple[int, dict[str, float | int]]] = {
     **{m: (0, _BOOSTING) for m in ("GradientBoostingRegressor", "GradientBoostingClassifier")},
     **{m: (0, {"learning_rate": 0.1, "max_iter": 100}) for m in ("HistGradientBoostingRegressor",
                                                                   "HistGradientBoostingClassifier")},
-    **{m: (0, {"alpha": 0.0001, "max_iter": 200}) for m in ("MLPRegressor", "MLPClassifier")},
+    **{m: (0, {"alpha": 0.0001, "max_iter": 200, "learning_rate_init": 0.001}) for m in ("MLPRegressor",
+                                                                                          "MLPClassifier")},
     **{m: (0, {"n_estimators": 100, "learning_rate": 0.3, "max_depth": 6}) for m in ("XGBRegressor",
                                                                                        "XGBClassifier")},
     **{m: (0, {"n_estimators": 100, "learning_rate": 0.1, "num_leaves": 31}) for m in ("LGBMRegressor",
