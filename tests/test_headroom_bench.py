@@ -115,7 +115,7 @@ def test_section_and_title_name_a_records_own_section(tmp_path, monkeypatch):
     assert hb.section({**rec, "title": ""}).startswith(f"## {hb.TITLE}\n")
 
 
-@pytest.mark.parametrize("name", ["headroom", "headroom_probes"])
+@pytest.mark.parametrize("name", ["headroom", "headroom_probes", "headroom_pairs"])
 def test_the_committed_record_renders_to_the_committed_section(name):
     rec = json.loads((REPO_ROOT / "bench" / "records" / f"{name}.json").read_text())
     results = (REPO_ROOT / "bench" / "RESULTS.md").read_text()
