@@ -510,7 +510,7 @@ def partner(knobs: Sequence[Knob], rate: Knob) -> Knob | None:
     definition (`LR` and `EPOCHS` at the top level, or the two defaults of `train()`)."""
     lengths = [k for k in knobs if k.kind == "training_length" and k is not rate]
     callee = rate.key.split("(", 1)[0] if rate.key.endswith("=)") else None
-    if callee is not None and not callee.startswith("["):
+    if callee is not None:
         return next((k for k in lengths if k.key.endswith("=)") and k.key.split("(", 1)[0] == callee), None)
     return next((k for k in lengths if not k.key.endswith("=)") and k.function == rate.function), None)
 
