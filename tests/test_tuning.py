@@ -577,3 +577,56 @@ def test_scikit_learns_mlp_rate_is_a_learning_rate_and_pairs_with_its_iterations
     assert ks["MLPRegressor(max_iter=)"].implicit  # the library default 200
     (pair,) = compensations(code)
     assert "MLPRegressor(learning_rate_init=0.000333, random_state=0, max_iter=600)" in apply_move(code, pair)
+
+
+def test_knob_changes_read_a_change_of_knob_values_only():
+    from assets.ideas.tuning import knob_changes
+
+    code = "from torch.optim import Adam\nLR = 0.1\nopt = Adam(params, lr=LR)\nm = fit(batch_size=200)\n"
+    got = knob_changes(code, code.replace("200", "100").replace("0.1", "1e-2"))
+    assert [(m.key, m.old_text, m.new_text) for m in got] == [("LR", "0.1", "0.01"), ("fit(batch_size=)", "200", "100")]
+    # a swap as the move writes it (the sibling imported beside the old name) is read back as that move
+    swapped = code.replace("opt = Adam(", "opt = AdamW(").replace("import Adam\n", "import Adam\nfrom torch.optim "
+                                                                  "import AdamW\n")
+    assert [(m.kind, m.new_text) for m in knob_changes(code, swapped)] == [("swap", "AdamW")]
+    assert knob_changes(code, code) == []
+    assert knob_changes(code, code.replace("200", "100") + "print(LR)\n") is None  # anything else changed
+    assert knob_changes(code, "def (:\n") is None
+
+
+def test_a_second_win_of_a_round_is_carried_over_onto_the_best(tmp_path):
+    import polars as pl
+
+    from assets.ideas.generation import read_history
+    from resources.store import Store
+    from schemas.frames import to_frame
+    from schemas.records import Feedback, FilteredIdea, Idea
+
+    ref = "LR = 0.001\nmodel = fit(batch_size=200, lr=LR)\n"
+    fast, small, other = ref.replace("0.001", "0.01"), ref.replace("200", "100"), ref + "print(LR)\n"
+    names = {"faster": fast, "smaller_batch": small, "logging": other, "slower": ref.replace("0.001", "0.0001")}
+    verdicts = {"faster": "improvement", "smaller_batch": "improvement", "logging": "improvement",
+                "slower": "decline"}
+    store = Store(tmp_path)
+    fi = [FilteredIdea(**Idea(idea_id=f"t/r1/{n}", topic="t", round="r1", name=n, title=n, experiment="x",
+                              summary="x").model_dump(), max_similarity=0.0, independent=True, kept=True)
+          for n in names]
+    store.write(to_frame(fi, FilteredIdea), "filtered_ideas", "t", "r1")
+    store.write(to_frame([Feedback(idea_id=f"t/r1/{n}", name=n, title=n, summary="", verdict=v, reason="",
+                                   metric_value=0.9, baseline_value=0.8, effective=v == "improvement")
+                          for n, v in verdicts.items()], Feedback), "feedback_summary", "t", "r1")
+    store.write(pl.DataFrame({"code": [ref]}), "round_reference", "t", "r1")
+    store.write(pl.DataFrame({"idea_id": [f"t/r1/{n}" for n in names], "final_code": list(names.values())}),
+                "run_results", "t", "r1")
+    h = read_history(store, "t", "r2")
+    # the logging win changed more than knobs, the decline is no win
+    assert [(n, [m.new_text for m in ms]) for n, _, ms in h.wins] == [("faster", ["0.01"]), ("smaller_batch", ["100"])]
+    # r2's reference is the best win (the faster rate): the second win is carried over onto it, first
+    ideas = tuning_ideas(fast, h, 2, "t", "r2", set())
+    assert ideas[0].name == "carry_smaller_batch" and ideas[0].builds_on_ideas == ["t/r1/smaller_batch"]
+    assert ideas[0].title == "Carry over smaller_batch: batch_size: 200 -> 100"
+    assert apply_move(fast, ideas[0].tuning) == "LR = 0.01\nmodel = fit(batch_size=100, lr=LR)\n"
+    assert all(not i.name.startswith("carry_faster") for i in ideas)  # already in the reference
+    # once tried, it is not carried again
+    h.moves.append(("carry_smaller_batch", ideas[0].tuning, "maintenance"))
+    assert all(not i.name.startswith("carry") for i in tuning_ideas(fast, h, 2, "t", "r3", set()))

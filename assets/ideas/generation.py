@@ -31,6 +31,9 @@ class History:
     analysis: str = ""  # the latest earlier round's LLM analysis (what worked and why)
     moves: list[tuple[str, TuningMove, str | None]] = field(default_factory=list)  # kept tuning moves: name, verdict
     tuning_ids: set[str] = field(default_factory=set)  # every tuning move's idea_id (kept or not)
+    # verified improvements whose code differs from their round's reference in knob values only, as
+    # (name, idea_id, the moves): a win that is not the next reference can be carried over as moves
+    wins: list[tuple[str, str, list[TuningMove]]] = field(default_factory=list)
 
     @property
     def effective(self) -> list[Feedback]:
@@ -57,6 +60,7 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
                 h.feedback.append(f)
                 verdicts[f.idea_id] = f.verdict
                 h.analysis = f.round_analysis or h.analysis  # rounds come in order: the last one wins
+            h.wins += knob_wins(store, topic, rk, [f for f in h.feedback[-len(fb):] if f.verdict == "improvement"])
         for i in from_frame(fi, FilteredIdea):
             h.names.add(i.name)
             h.ids[i.name] = i.idea_id
@@ -68,6 +72,27 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
                 continue
             h.tried.append(f"{i.name}: {i.title} ({status})")
     return h
+
+
+def knob_wins(store: RecordStore | Store, topic: str, round_key: str,
+              wins: Sequence[Feedback]) -> list[tuple[str, str, list[TuningMove]]]:
+    """The round's verified improvements whose code that ran differs from the round's reference code in
+    knob values only (assets/ideas/tuning.py `knob_changes`), as (name, idea_id, moves)."""
+    if not wins:
+        return []
+    from assets.ideas.tuning import knob_changes
+
+    ref, runs = store.read("round_reference", topic, round_key), store.read("run_results", topic, round_key)
+    if ref is None or runs is None or ref.is_empty():
+        return []
+    code = ref["code"][0]  # RoundReference.code; RunResult.final_code: the code that ran, after any repairs
+    ran = dict(zip(runs["idea_id"].to_list(), runs["final_code"].to_list()))
+    out = []
+    for f in wins:
+        moves = knob_changes(code, ran[f.idea_id]) if (ran.get(f.idea_id) or "").strip() else None
+        if moves:
+            out.append((f.name, f.idea_id, moves))
+    return out
 
 
 def prompt_inputs(papers, paper_rankings, history: History) -> tuple[list[PaperScore], list[tuple[int, str, str]],
@@ -174,12 +199,13 @@ def round_places(cfg, history: History, budget: int):
 
 def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:
     """The tuning source's ideas for a round whose reference is `code`: up to `k` hyper-parameter
-    moves (assets/ideas/tuning.py `propose`), each an idea naming the knob, its old and new value
-    and why it was chosen; a move continuing an improving one builds on it."""
+    moves, the earlier wins carried over first (`carried_ideas`), then assets/ideas/tuning.py
+    `propose`'s, each an idea naming the knob, its old and new value and why it was chosen; a move
+    continuing an improving one builds on it."""
     from assets.ideas.tuning import propose
 
-    out = []
-    for move, why in propose(code, history.moves, k):
+    out = carried_ideas(code, history, k, topic, round_key, taken)
+    for move, why in propose(code, history.moves, k - len(out)):
         swap, p = move.kind == "swap", move.paired
         name = unique_name(f"swap {move.new_text}" if swap else f"tune {move.name} {move.direction}"
                            + (f" {p.name} {p.direction}" if p else ""), taken)
@@ -200,6 +226,41 @@ def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str
                      f"A hyper-parameter move ({move.kind}, {move.direction}) found in the code without the LLM")
                     + f": {change}; {why}.",
             source="tuning", builds_on_ideas=builds, tuning=move))
+    return out
+
+
+def carried_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:
+    """Up to `k` earlier verified improvements carried over to `code` as tuning moves, the latest first:
+    a win whose change is one or two knob values (`History.wins`) that still apply to `code` (the win is
+    not in it: it was not the round's best, or the reference is another branch) and that no earlier move
+    tried. Two wins of one round stack this way: the best is the next reference, the next one is
+    carried over onto it."""
+    from assets.ideas.tuning import apply_move
+
+    out = []
+    for name, win_id, moves in reversed(history.wins):
+        if len(out) >= k or len(moves) > 2:
+            continue
+        move = moves[0].model_copy(update={"paired": moves[1]}) if len(moves) == 2 else moves[0]
+        if any(m.key == x.key and m.new == x.new for _, m, _ in history.moves for x in moves):
+            continue
+        try:
+            if apply_move(code, move) == code:
+                continue
+        except ValueError:  # a knob is no longer at the win's old value (the win, or a later change, is in)
+            continue
+        p = move.paired
+        change = f"{move.name}: {move.old_text} -> {move.new_text}" + (f", {p.name}: {p.old_text} -> {p.new_text}"
+                                                                      if p else "")
+        new_name = unique_name(f"carry {name}", taken)
+        out.append(Idea(
+            idea_id=idea_id(topic, round_key, new_name), topic=topic, round=round_key, name=new_name,
+            title=f"Carry over {name}: {change}",
+            experiment=f"Set {move.where} from {move.old_text} to {move.new_text}"
+                       + (f" and {p.where} from {p.old_text} to {p.new_text}" if p else "") + "; change nothing else.",
+            summary=(f"The change of {win_id}, a verified improvement that is not in this round's reference code, "
+                     f"applied to it without the LLM: {change}."),
+            source="tuning", builds_on_ideas=[win_id], tuning=move))
     return out
 
 

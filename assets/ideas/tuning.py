@@ -498,6 +498,26 @@ def move_of(knob: Knob, direction: str, value: float | int) -> TuningMove:
                       direction=direction, old=knob.value, new=value, old_text=knob.text, new_text=text)
 
 
+def knob_changes(old: str, new: str) -> list[TuningMove] | None:
+    """The moves that turn `old` into `new` when the two differ only in knob values (and swaps): the
+    program the moves make from `old` has the same syntax tree as `new`. None when anything else
+    differs, or when `new` does not parse; [] for the same program."""
+    try:
+        target = ast.dump(ast.parse(new))
+    except SyntaxError:
+        return None
+    after = {k.key: k for k in find_knobs(new)}
+    out = [move_of(k, "up" if a.value > k.value else "down", a.value) for k in find_knobs(old)
+           if (a := after.get(k.key)) is not None and a.kind == k.kind and not _same(a.value, k.value)]
+    code = old
+    try:
+        for m in out:
+            code = _apply_one(code, m)
+    except ValueError:
+        return None
+    return out if ast.dump(ast.parse(code)) == target else None
+
+
 # A compensating pair: a learning rate lowered by this factor with the training length beside it raised by
 # the same factor (the rate-for-rounds trade of shrinkage in boosting, and of step size for steps in SGD).
 COMPENSATE = 3
