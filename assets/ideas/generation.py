@@ -211,22 +211,27 @@ def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str
                            + (f" {p.name} {p.direction}" if p else ""), taken)
         earlier = [n for n, m, _ in history.moves if m.key == move.key and n in history.ids]
         builds = [history.ids[earlier[-1]]] if earlier and why.startswith("continues") else []
-        change = f"{move.name}: {move.old_text} -> {move.new_text}" + (f", {p.name}: {p.old_text} -> {p.new_text}"
-                                                                      if p else "")
+        change, instruction = describe_move(move)
         out.append(Idea(
             idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
             title=f"{'Swap' if swap else 'Tune'} {change}",
             experiment=(f"Call {move.new_text} instead of {move.old_text}, {move.where}, with the same arguments; "
-                        "change nothing else." if swap else
-                        f"Set {move.where} from {move.old_text} to {move.new_text}"
-                        + (f" and {p.where} from {p.old_text} to {p.new_text}" if p else "")
-                        + "; change nothing else."),
+                        "change nothing else." if swap else instruction),
             summary=(f"A swap within the {move.name} family found in the code without the LLM" if swap else
                      "A compensating pair of hyper-parameter moves found in the code without the LLM" if p else
                      f"A hyper-parameter move ({move.kind}, {move.direction}) found in the code without the LLM")
                     + f": {change}; {why}.",
             source="tuning", builds_on_ideas=builds, tuning=move))
     return out
+
+
+def describe_move(move: TuningMove) -> tuple[str, str]:
+    """(the change for a title, the instruction) of a knob move and its paired knob, if any."""
+    p = move.paired
+    change = f"{move.name}: {move.old_text} -> {move.new_text}" + (f", {p.name}: {p.old_text} -> {p.new_text}"
+                                                                  if p else "")
+    return change, (f"Set {move.where} from {move.old_text} to {move.new_text}"
+                    + (f" and {p.where} from {p.old_text} to {p.new_text}" if p else "") + "; change nothing else.")
 
 
 def carried_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:
@@ -249,15 +254,11 @@ def carried_ideas(code: str, history: History, k: int, topic: str, round_key: st
                 continue
         except ValueError:  # a knob is no longer at the win's old value (the win, or a later change, is in)
             continue
-        p = move.paired
-        change = f"{move.name}: {move.old_text} -> {move.new_text}" + (f", {p.name}: {p.old_text} -> {p.new_text}"
-                                                                      if p else "")
+        change, instruction = describe_move(move)
         new_name = unique_name(f"carry {name}", taken)
         out.append(Idea(
             idea_id=idea_id(topic, round_key, new_name), topic=topic, round=round_key, name=new_name,
-            title=f"Carry over {name}: {change}",
-            experiment=f"Set {move.where} from {move.old_text} to {move.new_text}"
-                       + (f" and {p.where} from {p.old_text} to {p.new_text}" if p else "") + "; change nothing else.",
+            title=f"Carry over {name}: {change}", experiment=instruction,
             summary=(f"The change of {win_id}, a verified improvement that is not in this round's reference code, "
                      f"applied to it without the LLM: {change}."),
             source="tuning", builds_on_ideas=[win_id], tuning=move))
