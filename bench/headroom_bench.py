@@ -96,8 +96,9 @@ def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None,
                     "reason": "", "delta": None, "seconds": 0.0}
         common = dict(runner=runner, llm=None, idea_id=tag, title="", edit_format="functions", log=lambda s: None,
                       suggestions=False, memo=False)
-        first = run_with_repair(spec, new, workdir=work / topic / tag, max_repairs=0, **common)
-        seeded = repeat_seeds(spec, first, runner, work / topic / tag / "seeds", log=lambda s: None, gate=False)
+        at = work / Path(topic).name / tag  # a topic given as an absolute folder must not land inside itself
+        first = run_with_repair(spec, new, workdir=at, max_repairs=0, **common)
+        seeded = repeat_seeds(spec, first, runner, at / "seeds", log=lambda s: None, gate=False)
         row = {**row_of(ms), "status": seeded.status, "error": seeded.reason if seeded.status != "success" else "",
                "seed_values": seeded.seed_values or ([seeded.metric_value] if seeded.metric_value is not None
                                                       else []),
