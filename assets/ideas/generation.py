@@ -56,11 +56,12 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
         h.read.append(f"{rk}|{topic}")
         verdicts = {}
         if fb is not None:
-            for f in from_frame(fb, Feedback):
+            round_fb = from_frame(fb, Feedback)
+            for f in round_fb:
                 h.feedback.append(f)
                 verdicts[f.idea_id] = f.verdict
                 h.analysis = f.round_analysis or h.analysis  # rounds come in order: the last one wins
-            h.wins += knob_wins(store, topic, rk, [f for f in h.feedback[-len(fb):] if f.verdict == "improvement"])
+            h.wins += knob_wins(store, topic, rk, [f for f in round_fb if f.verdict == "improvement"])
         for i in from_frame(fi, FilteredIdea):
             h.names.add(i.name)
             h.ids[i.name] = i.idea_id
