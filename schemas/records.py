@@ -89,6 +89,15 @@ class TuningMove(BaseModel):
                                       "beside it by the same factor")
 
 
+class CarriedChange(BaseModel):
+    """An earlier verified improvement that is not in the round's reference code, replayed on it by a
+    three-way merge of lines (assets/ideas/merge.py), without the LLM: a win that changed more than
+    knob values (a knob-only win is carried over as a `TuningMove`)."""
+    win_id: str = Field(description="the idea_id of the verified improvement")
+    diff: str = Field(description="the win's change: its code as it ran against its own round's reference")
+    code: str = Field(description="the round's reference code with that change merged in")
+
+
 class Idea(BaseModel):
     idea_id: str
     topic: str
@@ -100,14 +109,16 @@ class Idea(BaseModel):
     source: Literal["literature", "scipip", "chains", "brainstorm", "tuning"] = Field(
         "literature", description="the idea source (topic.yaml `ideation.sources`) that proposed it: literature = "
         "the ranked papers (source `ranking`), scipip = the SciPIP retrieval, chains = a chain of papers in time "
-        "order (Chain-of-Ideas), brainstorm = no papers, tuning = a hyper-parameter move found in the code without "
-        "the LLM")
+        "order (Chain-of-Ideas), brainstorm = no papers, tuning = a hyper-parameter move found in the code, or an "
+        "earlier win carried over, without the LLM")
     inspired_by_papers: list[str] = Field([], description="the papers the idea names as its inspiration")
     builds_on_ideas: list[str] = []
     source_papers: list[str] = Field([], description="every paper its source showed the model (the kept papers, "
                                      "the SciPIP retrieval's papers, or the chain's papers oldest first; none for "
                                      "brainstorm)")
     tuning: TuningMove | None = Field(None, description="the move, for an idea of the tuning source")
+    carry: CarriedChange | None = Field(None, description="the merged change, for an earlier win the tuning source "
+                                        "carries over")
 
 
 class PaperEntities(BaseModel):

@@ -69,7 +69,7 @@ code: experiment.py
 run: python experiment.py --seed {seed} --out_dir {out_dir}
 metric: {name: accuracy, goal: maximize, tolerance: 0.005, bounds: [0, 1]}
 budget: {rounds: 2, ideas_per_round: 2, papers: 4, debug_attempts: 0, run_timeout_s: 60, seeds: 2}
-ideation: {novelty_rounds: 0}
+ideation: {novelty_rounds: 0, sources: SOURCES}
 reference: REFERENCE
 """
 
@@ -109,12 +109,13 @@ class StackScript(Script):
         return super().answer(req)
 
 
-def _loop(home, reference: str):
-    """Set up the topic, run rounds 1 and 2; returns (instance, store)."""
+def _loop(home, reference: str, sources: str = "[ranking]"):
+    """Set up the topic, run rounds 1 and 2; returns (instance, store). The LLM's ideas only by default:
+    with the tuning source, round 2 also carries round 1's second win over (see the carry-over test)."""
     folder = home / "experiments" / TOPIC
     folder.mkdir(parents=True)
     (folder / "experiment.py").write_text(EXPERIMENT)
-    (folder / "topic.yaml").write_text(TOPIC_YAML.replace("REFERENCE", reference))
+    (folder / "topic.yaml").write_text(TOPIC_YAML.replace("REFERENCE", reference).replace("SOURCES", sources))
     instance = dg.DagsterInstance.ephemeral()
     with FakeLLMServer(StackScript()) as server:
         resources = make_resources(server.base_url)
@@ -228,6 +229,28 @@ def test_a_verified_win_becomes_the_next_rounds_reference_and_lineage_shows_the_
     assert "maintenance" in row and "gain_a" in row and "improvement +0.1030" in row
 
 
+def test_a_second_win_of_a_round_is_merged_into_the_next_reference_and_verified_again(home):
+    """r1 has two wins; gain_a becomes r2's reference, and the tuning source carries gain_c (a change of a
+    constant that is no knob, so by a merge of lines) onto it: no LLM call, and its seeds judge it again."""
+    from pipelines.lineage import idea_lineage
+
+    _, store = _loop(home, "best", "[ranking, tuning]")
+    c_id, carry_id = f"{TOPIC}/r1/gain_c", f"{TOPIC}/r2/carry_gain_c"
+    ideas = _by_name(_read(store, "filtered_ideas", FilteredIdea, "r2"))
+    carry = ideas["carry_gain_c"]
+    assert carry.kept and carry.source == "tuning" and carry.builds_on_ideas == [c_id] and carry.carry.win_id == c_id
+    assert _changed(carry.carry.diff) == ["-GAIN_C = 0.0", "+GAIN_C = 0.05"]  # gain_c's own change, against r1's code
+    patch = _by_name(_read(store, "patched_code", Patch, "r2"))["carry_gain_c"]
+    assert patch.status == "ok" and "no LLM" in patch.drafts[0].how
+    assert _changed(patch.diff) == ["-GAIN_C = 0.0", "+GAIN_C = 0.05"] and "GAIN_A = 0.1" in patch.code
+    fb = _by_name(_read(store, "feedback_summary", Feedback, "r2"))["carry_gain_c"]
+    # on top of gain_a it still lifts the score: verified against r2's reference (gain_a) and the baseline
+    assert fb.verdict == fb.baseline_verdict == "improvement" and fb.delta == pytest.approx(0.05)
+    assert fb.baseline_delta == pytest.approx(0.15)
+    text = idea_lineage(carry_id)  # how it arose: from gain_c, on the best code of r1
+    assert f"## builds on earlier ideas\n- {c_id}\n" in text and "the best code of r1: " + f"{TOPIC}/r1/gain_a" in text
+
+
 def test_reference_baseline_keeps_the_original_and_still_tracks_the_best(home):
     instance, store = _loop(home, "baseline")
     a_id = f"{TOPIC}/r1/gain_a"
@@ -251,7 +274,7 @@ def _brief(tmp_path, code=EXPERIMENT, reference="best"):
     folder = tmp_path / TOPIC
     folder.mkdir(exist_ok=True)
     (folder / "experiment.py").write_text(code)
-    (folder / "topic.yaml").write_text(TOPIC_YAML.replace("REFERENCE", reference))
+    (folder / "topic.yaml").write_text(TOPIC_YAML.replace("REFERENCE", reference).replace("SOURCES", "[ranking]"))
     spec = load_topic(folder)
     brief = TopicBrief(topic=TOPIC, title=spec.title, description=spec.description, metric_name="accuracy",
                        metric_goal="maximize", task="t", input="i", output="o", domain="d", evaluation="e",

@@ -10,7 +10,7 @@ from assets.experiment_plans.planning import make_plan
 from assets.filtered_ideas.filtering import TUNING_KEPT, keep_tuning
 from assets.ideas.generation import History, tuning_ideas
 from assets.ideas.tuning import apply_move, find_knobs, moves, propose
-from assets.patched_code.patching import tuning_draft
+from assets.patched_code.patching import mechanical_draft
 from schemas.topic import load_topic
 from tests.test_topic_spec import VALID, make_topic
 
@@ -295,14 +295,14 @@ def test_plan_and_patch_of_a_move_ask_no_llm(spec):
     by_key = {k.tuning.key: k for k in kept}
     plan = make_plan(spec, code, by_key["EPOCHS"], llm=None)  # None: any LLM call would fail
     assert plan.functions == ["<module>"] and plan.changes == [by_key["EPOCHS"].experiment]
-    d = tuning_draft(spec, code, by_key["EPOCHS"], "functions")
+    d = mechanical_draft(spec, code, by_key["EPOCHS"], "functions")
     assert d.status == "ok" and "-EPOCHS = 5\n+EPOCHS = 10" in d.diff
     assert d.edit_format == "functions"  # the format its LLM repairs are asked in
     # a knob nothing reads is not an implementation
-    dead = tuning_draft(spec, code, by_key["HIDDEN"], "functions")
+    dead = mechanical_draft(spec, code, by_key["HIDDEN"], "functions")
     assert dead.status == "no_op", dead.reason
     # the code changed since: recorded, not raised
-    gone = tuning_draft(spec, code.replace("EPOCHS = 5", "EPOCHS = 7"), by_key["EPOCHS"], "functions")
+    gone = mechanical_draft(spec, code.replace("EPOCHS = 5", "EPOCHS = 7"), by_key["EPOCHS"], "functions")
     assert gone.status == "not_applied" and "not in the code at 5" in gone.reason
 
 
@@ -563,7 +563,7 @@ def test_a_pair_is_one_idea_with_one_plan_and_one_draft(spec):
     assert "from 0.01 to 0.00333 and the top-level constant EPOCHS (line 3) from 5 to 15" in idea.experiment
     (kept,), _ = keep_tuning([idea], 3)
     assert make_plan(spec, code, kept, llm=None).functions == ["<module>"]
-    d = tuning_draft(spec, code, kept, "functions")
+    d = mechanical_draft(spec, code, kept, "functions")
     assert d.status == "ok" and "+LR = 0.00333" in d.diff and "+EPOCHS = 15" in d.diff
 
 
@@ -619,14 +619,34 @@ def test_a_second_win_of_a_round_is_carried_over_onto_the_best(tmp_path):
     store.write(pl.DataFrame({"idea_id": [f"t/r1/{n}" for n in names], "final_code": list(names.values())}),
                 "run_results", "t", "r1")
     h = read_history(store, "t", "r2")
-    # the logging win changed more than knobs, the decline is no win
-    assert [(n, [m.new_text for m in ms]) for n, _, ms in h.wins] == [("faster", ["0.01"]), ("smaller_batch", ["100"])]
-    # r2's reference is the best win (the faster rate): the second win is carried over onto it, first
+    # the logging win changed more than knobs (it is carried over by a merge), the decline is no win
+    assert [(w.name, [m.new_text for m in w.moves or []]) for w in h.wins] == [
+        ("faster", ["0.01"]), ("smaller_batch", ["100"]), ("logging", [])]
+    # r2's reference is the best win (the faster rate): the other wins are carried over onto it, first,
+    # the latest first: the logging change by a merge of lines, the smaller batch as a move
     ideas = tuning_ideas(fast, h, 2, "t", "r2", set())
-    assert ideas[0].name == "carry_smaller_batch" and ideas[0].builds_on_ideas == ["t/r1/smaller_batch"]
-    assert ideas[0].title == "Carry over smaller_batch: batch_size: 200 -> 100"
-    assert apply_move(fast, ideas[0].tuning) == "LR = 0.01\nmodel = fit(batch_size=100, lr=LR)\n"
+    assert [i.name for i in ideas] == ["carry_logging", "carry_smaller_batch"]
+    merged, moved = ideas
+    assert merged.tuning is None and merged.carry.win_id == "t/r1/logging" and merged.source == "tuning"
+    assert merged.carry.code == "LR = 0.01\nmodel = fit(batch_size=200, lr=LR)\nprint(LR)\n"
+    assert "+print(LR)" in merged.carry.diff and merged.builds_on_ideas == ["t/r1/logging"]
+    assert moved.builds_on_ideas == ["t/r1/smaller_batch"]
+    assert moved.title == "Carry over smaller_batch: batch_size: 200 -> 100"
+    assert apply_move(fast, moved.tuning) == "LR = 0.01\nmodel = fit(batch_size=100, lr=LR)\n"
     assert all(not i.name.startswith("carry_faster") for i in ideas)  # already in the reference
-    # once tried, it is not carried again
-    h.moves.append(("carry_smaller_batch", ideas[0].tuning, "maintenance"))
-    assert all(not i.name.startswith("carry") for i in tuning_ideas(fast, h, 2, "t", "r3", set()))
+    # with the reference fixed (`reference: baseline`) the wins ran on this very code: nothing to carry
+    assert all(not i.name.startswith("carry") for i in tuning_ideas(ref, h, 2, "t", "r2", set()))
+    # the plan and the patch of a merged win ask no LLM
+    kept, _ = keep_tuning(ideas, 2)
+    spec = load_topic(make_topic(tmp_path, "toy", {**VALID}))
+    assert make_plan(spec, fast, kept[0], llm=None).functions == ["<module>"]
+    d = mechanical_draft(spec, fast, kept[0], "functions")
+    assert d.status == "ok" and d.code == merged.carry.code and "+print(LR)" in d.diff
+    # once kept in a round, neither is carried again
+    store.write(to_frame(kept, FilteredIdea), "filtered_ideas", "t", "r2")
+    h3 = read_history(store, "t", "r3")
+    assert h3.carried == {"t/r1/logging"} and "carry_smaller_batch" in [n for n, _, _ in h3.moves]
+    assert all(not i.name.startswith("carry") for i in tuning_ideas(fast, h3, 2, "t", "r3", set()))
+    # a win whose lines a later change rewrote does not merge: it is left out, not guessed
+    clash = "LR = 0.001\nmodel = fit(batch_size=200, lr=LR)\nprint(LR * 2)\n"
+    assert all(i.name != "carry_logging" for i in tuning_ideas(clash, h, 2, "t", "r2", set()))

@@ -76,9 +76,19 @@ def tuning_plan(spec: TopicSpec, idea: FilteredIdea) -> ExperimentPlan:
                           "says whether the move helps")
 
 
+def carry_plan(spec: TopicSpec, code: str, idea: FilteredIdea) -> ExperimentPlan:
+    """The plan of an earlier win carried over by a merge, written without the LLM: the merge is the change."""
+    return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.title], location="the merged lines",
+                          evaluation=spec.metric.name, functions=plan_functions(code, idea.carry.diff),
+                          expected_effect=f"{spec.metric.name} improves again, as it did for {idea.carry.win_id}: "
+                          "the seeds' verdict says whether it still does on this reference")
+
+
 def make_plan(spec: TopicSpec, code: str, idea: FilteredIdea, llm: LLM) -> ExperimentPlan:
     if idea.tuning is not None:
         return tuning_plan(spec, idea)
+    if idea.carry is not None:
+        return carry_plan(spec, code, idea)
     res = llm.complete(plan_prompts.plan(code, spec.metric.name, idea.name, idea.title, idea.experiment, idea.summary,
                                          definitions=describe_definitions(code)),
                        stage="experiment_plans", schema=PlanDraft, max_tokens=400, item=idea.idea_id)

@@ -131,7 +131,8 @@ def fill_round(items: list[Idea], bank: list[Feedback], embed: Callable[[list[st
     return filled
 
 
-TUNING_KEPT = "a hyper-parameter move (tuning source): not a literature idea, so neither filter applies"
+TUNING_KEPT = ("a hyper-parameter move or a carried-over win (tuning source, no LLM): not a literature idea, "
+               "so neither filter applies")
 
 
 def keep_tuning(items: Sequence[Idea], budget: int) -> tuple[list[FilteredIdea], list[Idea]]:

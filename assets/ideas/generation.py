@@ -6,7 +6,17 @@ from itertools import chain, zip_longest
 from assets.shared.naming import idea_id, snake, unique_name
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
-from schemas.records import ChainLink, Feedback, FilteredIdea, Idea, Paper, PaperScore, RetrievedPaper, TuningMove
+from schemas.records import (
+    CarriedChange,
+    ChainLink,
+    Feedback,
+    FilteredIdea,
+    Idea,
+    Paper,
+    PaperScore,
+    RetrievedPaper,
+    TuningMove,
+)
 
 INEFFECTIVE = ("maintenance", "decline")
 
@@ -21,6 +31,17 @@ BANK_VERDICTS: dict[str, tuple[str, ...]] = {
 
 
 @dataclass
+class Win:
+    """A verified improvement of an earlier round: its code as it ran and its round's reference code;
+    `moves` when the two differ in one or two knob values only (assets/ideas/tuning.py `knob_changes`)."""
+    name: str
+    idea_id: str
+    base: str
+    code: str
+    moves: list[TuningMove] | None = None
+
+
+@dataclass
 class History:
     """What earlier rounds of a topic left behind."""
     read: list[str] = field(default_factory=list)       # partitions read, e.g. "r1|topic"
@@ -31,9 +52,8 @@ class History:
     analysis: str = ""  # the latest earlier round's LLM analysis (what worked and why)
     moves: list[tuple[str, TuningMove, str | None]] = field(default_factory=list)  # kept tuning moves: name, verdict
     tuning_ids: set[str] = field(default_factory=set)  # every tuning move's idea_id (kept or not)
-    # verified improvements whose code differs from their round's reference in knob values only, as
-    # (name, idea_id, the moves): a win that is not the next reference can be carried over as moves
-    wins: list[tuple[str, str, list[TuningMove]]] = field(default_factory=list)
+    wins: list[Win] = field(default_factory=list)  # verified improvements, in round order: `carried_ideas`
+    carried: set[str] = field(default_factory=set)  # the wins (idea_id) an earlier round carried over by a merge
 
     @property
     def effective(self) -> list[Feedback]:
@@ -61,24 +81,26 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
                 h.feedback.append(f)
                 verdicts[f.idea_id] = f.verdict
                 h.analysis = f.round_analysis or h.analysis  # rounds come in order: the last one wins
-            h.wins += knob_wins(store, topic, rk, [f for f in round_fb if f.verdict == "improvement"])
+            h.wins += round_wins(store, topic, rk, [f for f in round_fb if f.verdict == "improvement"])
         for i in from_frame(fi, FilteredIdea):
             h.names.add(i.name)
             h.ids[i.name] = i.idea_id
             status = verdicts.get(i.idea_id) or (i.drop_reason or "not run")
-            if i.tuning is not None:  # a move is the tuning source's history, not an idea for the LLM to copy
+            if i.source == "tuning":  # a move is the tuning source's history, not an idea for the LLM to copy
                 h.tuning_ids.add(i.idea_id)
-                if i.kept:
+                if i.carry is not None:
+                    if i.kept:
+                        h.carried.add(i.carry.win_id)
+                elif i.kept and i.tuning is not None:
                     h.moves.append((i.name, i.tuning, verdicts.get(i.idea_id)))
                 continue
             h.tried.append(f"{i.name}: {i.title} ({status})")
     return h
 
 
-def knob_wins(store: RecordStore | Store, topic: str, round_key: str,
-              wins: Sequence[Feedback]) -> list[tuple[str, str, list[TuningMove]]]:
-    """The round's verified improvements whose code that ran differs from the round's reference code in
-    knob values only (assets/ideas/tuning.py `knob_changes`), as (name, idea_id, moves)."""
+def round_wins(store: RecordStore | Store, topic: str, round_key: str, wins: Sequence[Feedback]) -> list[Win]:
+    """The round's verified improvements with the code that ran and the round's reference code; with their
+    moves when the two differ in knob values only (assets/ideas/tuning.py `knob_changes`)."""
     if not wins:
         return []
     from assets.ideas.tuning import knob_changes
@@ -90,9 +112,8 @@ def knob_wins(store: RecordStore | Store, topic: str, round_key: str,
     ran = dict(zip(runs["idea_id"].to_list(), runs["final_code"].to_list()))
     out = []
     for f in wins:
-        moves = knob_changes(code, ran[f.idea_id]) if (ran.get(f.idea_id) or "").strip() else None
-        if moves:
-            out.append((f.name, f.idea_id, moves))
+        if (ran.get(f.idea_id) or "").strip():
+            out.append(Win(f.name, f.idea_id, code, ran[f.idea_id], knob_changes(code, ran[f.idea_id]) or None))
     return out
 
 
@@ -215,9 +236,7 @@ def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str
         change, instruction = describe_move(move)
         out.append(Idea(
             idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
-            title=f"{'Swap' if swap else 'Tune'} {change}",
-            experiment=(f"Call {move.new_text} instead of {move.old_text}, {move.where}, with the same arguments; "
-                        "change nothing else." if swap else instruction),
+            title=f"{'Swap' if swap else 'Tune'} {change}", experiment=instruction,
             summary=(f"A swap within the {move.name} family found in the code without the LLM" if swap else
                      "A compensating pair of hyper-parameter moves found in the code without the LLM" if p else
                      f"A hyper-parameter move ({move.kind}, {move.direction}) found in the code without the LLM")
@@ -227,42 +246,64 @@ def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str
 
 
 def describe_move(move: TuningMove) -> tuple[str, str]:
-    """(the change for a title, the instruction) of a knob move and its paired knob, if any."""
+    """(the change for a title, the instruction) of a knob move and its paired knob, if any, or of a swap."""
     p = move.paired
     change = f"{move.name}: {move.old_text} -> {move.new_text}" + (f", {p.name}: {p.old_text} -> {p.new_text}"
                                                                   if p else "")
+    if move.kind == "swap":
+        return change, (f"Call {move.new_text} instead of {move.old_text}, {move.where}, with the same arguments; "
+                        "change nothing else.")
     return change, (f"Set {move.where} from {move.old_text} to {move.new_text}"
                     + (f" and {p.where} from {p.old_text} to {p.new_text}" if p else "") + "; change nothing else.")
 
 
 def carried_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:
-    """Up to `k` earlier verified improvements carried over to `code` as tuning moves, the latest first:
-    a win whose change is one or two knob values (`History.wins`) that still apply to `code` (the win is
-    not in it: it was not the round's best, or the reference is another branch) and that no earlier move
-    tried. Two wins of one round stack this way: the best is the next reference, the next one is
-    carried over onto it."""
-    from assets.ideas.tuning import apply_move
+    """Up to `k` earlier verified improvements carried over to `code`, the latest first, each at most once:
+    a win that is not in `code` (it was not its round's best, or the reference is another branch) and did not
+    run on `code` itself becomes
+    - a tuning move when it changed one or two knob values (`Win.moves`) that still apply to `code` and no
+      earlier move tried;
+    - else its change (its code as it ran against its round's reference) merged into `code` by lines
+      (assets/ideas/merge.py `merge3`), when the merge is clean.
+    Two wins of one round stack this way: the best is the next reference, the next one is carried over onto it."""
+    from assets.ideas.merge import merge3
+    from assets.ideas.tuning import apply_move, same_move
+    from assets.patched_code.edit_formats.base import unified_diff
 
     out = []
-    for name, win_id, moves in reversed(history.wins):
-        if len(out) >= k or len(moves) > 2:
+    for win in reversed(history.wins):
+        if len(out) >= k:
+            break
+        if win.base == code:  # the reference has not moved since (e.g. `reference: baseline`): it ran on this code
             continue
-        move = moves[0].model_copy(update={"paired": moves[1]}) if len(moves) == 2 else moves[0]
-        if any(m.key == x.key and m.new == x.new for _, m, _ in history.moves for x in moves):
-            continue
-        try:
-            if apply_move(code, move) == code:
+        # a carried win that is carried again keeps its name: carry_x_2, not carry_carry_x
+        new_name = unique_name(win.name if win.name.startswith("carry_") else f"carry {win.name}", set(taken))
+        head = dict(idea_id=idea_id(topic, round_key, new_name), topic=topic, round=round_key, name=new_name,
+                    source="tuning", builds_on_ideas=[win.idea_id])
+        if win.moves is not None:
+            if len(win.moves) > 2 or any(same_move(m, x) for _, m, _ in history.moves for x in win.moves):
                 continue
-        except ValueError:  # a knob is no longer at the win's old value (the win, or a later change, is in)
-            continue
-        change, instruction = describe_move(move)
-        new_name = unique_name(f"carry {name}", taken)
-        out.append(Idea(
-            idea_id=idea_id(topic, round_key, new_name), topic=topic, round=round_key, name=new_name,
-            title=f"Carry over {name}: {change}", experiment=instruction,
-            summary=(f"The change of {win_id}, a verified improvement that is not in this round's reference code, "
-                     f"applied to it without the LLM: {change}."),
-            source="tuning", builds_on_ideas=[win_id], tuning=move))
+            move = win.moves[0].model_copy(update={"paired": win.moves[1]}) if len(win.moves) == 2 else win.moves[0]
+            try:
+                if apply_move(code, move) == code:
+                    continue
+            except ValueError:  # a knob is no longer at the win's old value (the win, or a later change, is in)
+                continue
+            change, instruction = describe_move(move)
+            out.append(Idea(**head, title=f"Carry over {win.name}: {change}", experiment=instruction, tuning=move,
+                            summary=(f"The change of {win.idea_id}, a verified improvement that is not in this "
+                                     f"round's reference code, applied to it without the LLM: {change}.")))
+        else:
+            merged = None if win.idea_id in history.carried else merge3(win.base, code, win.code)
+            if merged is None or merged == code:  # carried before, clashes with a later change, or already in
+                continue
+            diff = unified_diff(win.base, win.code, "code")
+            out.append(Idea(**head, title=f"Carry over {win.name}: its change merged into this reference",
+                            experiment=f"Make the change of {win.name} again, on this code:\n{diff}",
+                            summary=(f"The change of {win.idea_id}, a verified improvement that is not in this "
+                                     "round's reference code, merged into it by lines without the LLM."),
+                            carry=CarriedChange(win_id=win.idea_id, diff=diff, code=merged)))
+        taken.add(new_name)
     return out
 
 

@@ -552,6 +552,11 @@ def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
 
 
+def same_move(a: TuningMove, b: TuningMove) -> bool:
+    """The two moves set the same knob to the same value."""
+    return a.key == b.key and _same(a.new, b.new)
+
+
 def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: int) -> list[tuple[TuningMove, str]]:
     """Up to `k` moves for the round whose reference is `code`, one per knob, each with why it
     was chosen. `tried`: the topic's earlier moves as (idea name, move, verdict; None: not judged).

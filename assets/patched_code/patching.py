@@ -94,14 +94,17 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
                  code_sha256=program_hash(patched), resamples=resamples)
 
 
-def tuning_draft(spec: TopicSpec, code: str, idea: FilteredIdea, fmt: str) -> Draft:
-    """The one draft of a tuning move (assets/ideas/tuning.py `apply_move`), checked like any draft;
-    it records `fmt`, the format its LLM repairs will be asked in (a move has no format of its own)."""
-    how = "tuning move: " + "; ".join(f"{m.where} {m.old_text} -> {m.new_text}" for m in (idea.tuning,
-                                                                                          idea.tuning.paired) if m) \
-        + " (no LLM)"
+def mechanical_draft(spec: TopicSpec, code: str, idea: FilteredIdea, fmt: str) -> Draft:
+    """The one draft of an idea written without the LLM, checked like any draft: a tuning move
+    (assets/ideas/tuning.py `apply_move`) or an earlier win merged in (`Idea.carry`, assets/ideas/merge.py).
+    It records `fmt`, the format its LLM repairs will be asked in (neither has a format of its own)."""
+    if idea.carry is not None:
+        how = f"carried over: {idea.carry.win_id} merged in by lines (no LLM)"
+    else:
+        how = "tuning move: " + "; ".join(f"{m.where} {m.old_text} -> {m.new_text}"
+                                          for m in (idea.tuning, idea.tuning.paired) if m) + " (no LLM)"
     try:
-        patched = apply_move(code, idea.tuning)
+        patched = idea.carry.code if idea.carry is not None else apply_move(code, idea.tuning)
         check_edit(code, SimpleNamespace(code=patched), spec)
     except EditError as e:  # dead code (a knob nothing reads) or dishonest: not an implementation
         return Draft(index=0, edit_format=fmt, status=e.status, reason=str(e), how=how)
@@ -117,12 +120,13 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
     status) and every draft, which run_results ranks with runs."""
     fmt = patch_format(llm)
     drafts: list[Draft] = []
-    if idea.tuning is not None:  # a hyper-parameter move: one draft, written without the LLM
-        drafts.append(tuning_draft(spec, code, idea, fmt))
+    mechanical = idea.tuning is not None or idea.carry is not None
+    if mechanical:  # a hyper-parameter move or a carried-over win: one draft, written without the LLM
+        drafts.append(mechanical_draft(spec, code, idea, fmt))
     else:
         for k in range(spec.budget.drafts):
             drafts.append(mark_duplicate(_ask_draft(k, fmt, spec, code, idea, plan, llm, draft_style(k)), drafts))
-    if not viable(drafts) and idea.tuning is None and fmt == "functions" and llm.resolved_edit_format() == "whole":
+    if not viable(drafts) and not mechanical and fmt == "functions" and llm.resolved_edit_format() == "whole":
         # the local model's changed-definitions answers were all unusable: a whole file as the fallback
         drafts.append(mark_duplicate(_ask_draft(len(drafts), "whole", spec, code, idea, plan, llm, draft_style(0),
                                                 note=", whole file (fallback)"), drafts))
