@@ -116,6 +116,12 @@ ANN_PAPERS ?= 49152
 bench-ann-real: setup
 	$(PY) -m bench.ann_real_bench --lists $(PAPERLISTS) --max-papers $(ANN_PAPERS)
 
+# bench-merge: every pair of ideas of a round that ran, in the record stores of earlier loops (STORES: comma-separated
+# work folders, e.g. bench-effectiveness's --work), merged as the carry-over of a win does (seconds, no LLM, no run):
+# bench/records/merge.json and the section merge; FROM_RECORD=1 .venv/bin/python -m bench.merge_bench re-renders it
+bench-merge: setup
+	$(PY) -m bench.merge_bench --stores $(STORES)
+
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench

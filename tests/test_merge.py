@@ -31,10 +31,20 @@ def test_the_same_change_on_both_sides_is_taken_once():
     assert merge3(BASE, ours, BASE) == ours and merge3(BASE, BASE, ours) == ours  # one side unchanged
 
 
-def test_overlapping_or_adjacent_changes_clash():
+def test_adjacent_changes_merge_in_the_base_order():
+    ours = BASE.replace("LR = 1e-3", "LR = 1e-2")
+    above = BASE.replace("import torch\n", "import torch as T\n")
+    assert merge3(BASE, ours, above) == above.replace("LR = 1e-3", "LR = 1e-2")
+    inserted = BASE.replace("LR = 1e-3\n", "LR = 1e-3\nWD = 1e-4\n")  # a line added right after the rewritten one
+    assert merge3(BASE, ours, inserted) == BASE.replace("LR = 1e-3\n", "LR = 1e-2\nWD = 1e-4\n")
+
+
+def test_overlapping_changes_clash():
     ours = BASE.replace("LR = 1e-3", "LR = 1e-2")
     assert merge3(BASE, ours, BASE.replace("LR = 1e-3", "LR = 3e-4")) is None  # the same line, differently
-    assert merge3(BASE, ours, BASE.replace("import torch\n", "import torch as T\n")) is None  # the line above
+    # a line inserted inside lines the other side rewrote
+    both = BASE.replace("import torch\nLR = 1e-3\n", "import torch as T\nLR = 1e-2\n")
+    assert merge3(BASE, both, BASE.replace("import torch\n", "import torch\nimport math\n")) is None
     # two different insertions at one place: no order is safe to assume
     assert merge3(BASE, BASE + "a = 1\n", BASE + "b = 2\n") is None
 

@@ -1,7 +1,7 @@
 """A three-way merge of programs by lines, for carrying a verified improvement over onto a new
 reference code: the change a win made to its round's reference (base -> theirs) is replayed on
-the code the next round works on (base -> ours), the way `git merge-file` or diff3 would, and a
-clash gives no program rather than a guess.
+the code the next round works on (base -> ours), the way `git merge-file` or diff3 would (but hunks
+that only meet merge), and a clash gives no program rather than a guess.
 
 Pure functions, no Dagster: assets/ideas/generation.py `carried_ideas` uses them.
 """
@@ -25,9 +25,15 @@ def changes(base: list[str], side: list[str]) -> list[Change]:
 
 
 def _clash(a: Change, b: Change) -> bool:
-    """Two hunks of different sides touch the same base lines, or meet with no base line between
-    them (diff3 calls both a conflict: neither order of the two is safe to assume)."""
-    return a != b and a.start <= b.end and b.start <= a.end
+    """Two hunks of different sides rewrite some base line both (they overlap), or insert different lines
+    at one place (no order of the two is safe to assume). Hunks that only meet merge: their order in the
+    file is the base's (diff3 and git call adjacent hunks a conflict too; here the merged program is run
+    and judged on its seeds before anything keeps it)."""
+    if a == b:
+        return False
+    if a.start == a.end == b.start == b.end:
+        return True
+    return a.start < b.end and b.start < a.end
 
 
 def _lines(text: str) -> list[str]:
@@ -38,8 +44,8 @@ def _lines(text: str) -> list[str]:
 
 def merge3(base: str, ours: str, theirs: str) -> str | None:
     """`ours` with the change from `base` to `theirs` replayed on it, or None when the two changes
-    clash (they touch the same or adjacent lines of `base` differently). A hunk both sides made
-    alike is taken once."""
+    clash (`_clash`: they rewrite a line of `base` both, or insert at one place). A hunk both sides
+    made alike is taken once."""
     b, o, t = _lines(base), _lines(ours), _lines(theirs)
     mine, yours = changes(b, o), changes(b, t)
     if any(_clash(x, y) for x in mine for y in yours):
