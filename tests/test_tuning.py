@@ -650,3 +650,17 @@ def test_a_second_win_of_a_round_is_carried_over_onto_the_best(tmp_path):
     # a win whose lines a later change rewrote does not merge: it is left out, not guessed
     clash = "LR = 0.001\nmodel = fit(batch_size=200, lr=LR)\nprint(LR * 2)\n"
     assert all(i.name != "carry_logging" for i in tuning_ideas(clash, h, 2, "t", "r2", set()))
+
+
+def test_a_win_of_three_knob_values_is_carried_over_by_a_merge():
+    from assets.ideas.generation import Win
+    from assets.ideas.tuning import knob_changes
+
+    ref = "LR = 0.001\nEPOCHS = 10\nHIDDEN = 32\nrun(LR, EPOCHS, HIDDEN)\n"
+    win = ref.replace("0.001", "0.003").replace("10", "20").replace("32", "64")
+    moves = knob_changes(ref, win)
+    assert len(moves) == 3  # too many for one move idea (a move holds at most a pair)
+    now = ref + "print('done')\n"  # the next reference: another win's change
+    h = History(wins=[Win("three", "t/r1/three", ref, win, moves)])
+    [idea] = tuning_ideas(now, h, 1, "t", "r2", set())
+    assert idea.tuning is None and idea.carry.code == win + "print('done')\n"

@@ -261,8 +261,8 @@ def carried_ideas(code: str, history: History, k: int, topic: str, round_key: st
     """Up to `k` earlier verified improvements carried over to `code`, the latest first, each at most once:
     a win that is not in `code` (it was not its round's best, or the reference is another branch) and did not
     run on `code` itself becomes
-    - a tuning move when it changed one or two knob values (`Win.moves`) that still apply to `code` and no
-      earlier move tried;
+    - a tuning move (a pair for two) when it changed one or two knob values (`Win.moves`) that still apply to
+      `code` and no earlier move tried;
     - else its change (its code as it ran against its round's reference) merged into `code` by lines
       (assets/ideas/merge.py `merge3`), when the merge is clean.
     Two wins of one round stack this way: the best is the next reference, the next one is carried over onto it."""
@@ -280,8 +280,8 @@ def carried_ideas(code: str, history: History, k: int, topic: str, round_key: st
         new_name = unique_name(win.name if win.name.startswith("carry_") else f"carry {win.name}", set(taken))
         head = dict(idea_id=idea_id(topic, round_key, new_name), topic=topic, round=round_key, name=new_name,
                     source="tuning", builds_on_ideas=[win.idea_id])
-        if win.moves is not None:
-            if len(win.moves) > 2 or any(same_move(m, x) for _, m, _ in history.moves for x in win.moves):
+        if win.moves is not None and len(win.moves) <= 2:
+            if any(same_move(m, x) for _, m, _ in history.moves for x in win.moves):
                 continue
             move = win.moves[0].model_copy(update={"paired": win.moves[1]}) if len(win.moves) == 2 else win.moves[0]
             try:
