@@ -664,3 +664,35 @@ def test_a_win_of_three_knob_values_is_carried_over_by_a_merge():
     h = History(wins=[Win("three", "t/r1/three", ref, win, moves)])
     [idea] = tuning_ideas(now, h, 1, "t", "r2", set())
     assert idea.tuning is None and idea.carry.code == win + "print('done')\n"
+
+
+def test_an_llm_idea_that_changed_one_knob_counts_as_that_move(tmp_path):
+    """Sentiment, bench r2 -> r3: the LLM's 'larger embeddings' was exactly EMBED_DIM 64 -> 128 (maintenance), and
+    the next round's tuning source proposed that same program again. Now the idea is the knob's move in the history."""
+    import polars as pl
+
+    from assets.ideas.generation import read_history
+    from resources.store import Store
+    from schemas.frames import to_frame
+    from schemas.records import Feedback, FilteredIdea, Idea
+
+    ref = "EMBED_DIM = 64\nEPOCHS = 4\nmodel = fit(EMBED_DIM, EPOCHS)\n"
+    codes = {"bigger_embeddings": ref.replace("64", "128"), "logging": ref + "print(EPOCHS)\n"}
+    store = Store(tmp_path)
+    store.write(to_frame([FilteredIdea(**Idea(idea_id=f"t/r1/{n}", topic="t", round="r1", name=n, title=n,
+                                              experiment="x", summary="x").model_dump(),
+                                       max_similarity=0.0, independent=True, kept=True) for n in codes], FilteredIdea),
+                "filtered_ideas", "t", "r1")
+    store.write(to_frame([Feedback(idea_id=f"t/r1/{n}", name=n, title=n, summary="", verdict="maintenance", reason="",
+                                   metric_value=0.75, baseline_value=0.75, effective=False) for n in codes], Feedback),
+                "feedback_summary", "t", "r1")
+    store.write(pl.DataFrame({"code": [ref]}), "round_reference", "t", "r1")
+    store.write(pl.DataFrame({"idea_id": [f"t/r1/{n}" for n in codes], "final_code": list(codes.values())}),
+                "run_results", "t", "r1")
+    h = read_history(store, "t", "r2")
+    assert [(n, m.key, m.new, v) for n, m, v in h.moves] == [("bigger_embeddings", "EMBED_DIM", 128.0, "maintenance")]
+    assert h.wins == [] and any(t.startswith("bigger_embeddings") for t in h.tried)  # still shown to the LLM as tried
+    proposed = [(m.key, m.new) for m, _ in propose(ref, h.moves, 4)]
+    assert ("EMBED_DIM", 128.0) not in proposed and ("EPOCHS", 8.0) in proposed
+    # the maintenance sends the knob behind the untouched ones: its other direction comes after EPOCHS' first move
+    assert proposed.index(("EPOCHS", 8.0)) < proposed.index(("EMBED_DIM", 32.0))

@@ -50,7 +50,8 @@ class History:
     ids: dict[str, str] = field(default_factory=dict)   # earlier idea name -> idea_id
     feedback: list[Feedback] = field(default_factory=list)
     analysis: str = ""  # the latest earlier round's LLM analysis (what worked and why)
-    moves: list[tuple[str, TuningMove, str | None]] = field(default_factory=list)  # kept tuning moves: name, verdict
+    # kept tuning moves, and the other ideas whose code that ran changed one knob value only: (name, move, verdict)
+    moves: list[tuple[str, TuningMove, str | None]] = field(default_factory=list)
     tuning_ids: set[str] = field(default_factory=set)  # every tuning move's idea_id (kept or not)
     wins: list[Win] = field(default_factory=list)  # verified improvements, in round order: `carried_ideas`
     carried: set[str] = field(default_factory=set)  # the wins (idea_id) an earlier round carried over by a merge
@@ -74,14 +75,15 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
         fi = store.read("filtered_ideas", topic, rk)
         fb = store.read("feedback_summary", topic, rk)
         h.read.append(f"{rk}|{topic}")
-        verdicts = {}
+        verdicts, knob_only = {}, {}
         if fb is not None:
             round_fb = from_frame(fb, Feedback)
             for f in round_fb:
                 h.feedback.append(f)
                 verdicts[f.idea_id] = f.verdict
                 h.analysis = f.round_analysis or h.analysis  # rounds come in order: the last one wins
-            h.wins += round_wins(store, topic, rk, [f for f in round_fb if f.verdict == "improvement"])
+            wins, knob_only = round_wins(store, topic, rk, round_fb)
+            h.wins += wins
         for i in from_frame(fi, FilteredIdea):
             h.names.add(i.name)
             h.ids[i.name] = i.idea_id
@@ -94,27 +96,37 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
                 elif i.kept and i.tuning is not None:
                     h.moves.append((i.name, i.tuning, verdicts.get(i.idea_id)))
                 continue
+            if i.idea_id in knob_only:  # the LLM's idea was a move: the tuning source neither repeats its value
+                h.moves.append((i.name, knob_only[i.idea_id], verdicts[i.idea_id]))  # nor ignores its verdict
             h.tried.append(f"{i.name}: {i.title} ({status})")
     return h
 
 
-def round_wins(store: RecordStore | Store, topic: str, round_key: str, wins: Sequence[Feedback]) -> list[Win]:
-    """The round's verified improvements with the code that ran and the round's reference code; with their
-    moves when the two differ in knob values only (assets/ideas/tuning.py `knob_changes`)."""
-    if not wins:
-        return []
+def round_wins(store: RecordStore | Store, topic: str, round_key: str,
+               feedback: Sequence[Feedback]) -> tuple[list[Win], dict[str, TuningMove]]:
+    """What the round's code that ran (after any repairs) says against the round's reference code:
+    - its verified improvements, with their moves when the two differ in knob values only
+      (assets/ideas/tuning.py `knob_changes`);
+    - every judged idea (improvement, maintenance, decline) whose code differs in one knob value only,
+      idea_id -> that move."""
     from assets.ideas.tuning import knob_changes
 
+    judged = [f for f in feedback if f.verdict in ("improvement",) + INEFFECTIVE]
     ref, runs = store.read("round_reference", topic, round_key), store.read("run_results", topic, round_key)
-    if ref is None or runs is None or ref.is_empty():
-        return []
+    if not judged or ref is None or runs is None or ref.is_empty():
+        return [], {}
     code = ref["code"][0]  # RoundReference.code; RunResult.final_code: the code that ran, after any repairs
     ran = dict(zip(runs["idea_id"].to_list(), runs["final_code"].to_list()))
-    out = []
-    for f in wins:
-        if (ran.get(f.idea_id) or "").strip():
-            out.append(Win(f.name, f.idea_id, code, ran[f.idea_id], knob_changes(code, ran[f.idea_id]) or None))
-    return out
+    wins, single = [], {}
+    for f in judged:
+        if not (ran.get(f.idea_id) or "").strip():
+            continue
+        moves = knob_changes(code, ran[f.idea_id]) or None
+        if f.verdict == "improvement":
+            wins.append(Win(f.name, f.idea_id, code, ran[f.idea_id], moves))
+        if moves is not None and len(moves) == 1:
+            single[f.idea_id] = moves[0]
+    return wins, single
 
 
 def prompt_inputs(papers, paper_rankings, history: History) -> tuple[list[PaperScore], list[tuple[int, str, str]],
@@ -281,7 +293,7 @@ def carried_ideas(code: str, history: History, k: int, topic: str, round_key: st
         head = dict(idea_id=idea_id(topic, round_key, new_name), topic=topic, round=round_key, name=new_name,
                     source="tuning", builds_on_ideas=[win.idea_id])
         if win.moves is not None and len(win.moves) <= 2:
-            if any(same_move(m, x) for _, m, _ in history.moves for x in win.moves):
+            if any(same_move(m, x) for n, m, _ in history.moves if n != win.name for x in win.moves):
                 continue
             move = win.moves[0].model_copy(update={"paired": win.moves[1]}) if len(win.moves) == 2 else win.moves[0]
             try:
