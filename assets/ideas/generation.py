@@ -311,7 +311,7 @@ def carried_ideas(code: str, history: History, k: int, topic: str, round_key: st
                 continue
             diff = unified_diff(win.base, win.code, "code")
             out.append(Idea(**head, title=f"Carry over {win.name}: its change merged into this reference",
-                            experiment=f"Make the change of {win.name} again, on this code:\n{diff}",
+                            experiment=f"Make the change of {win.name} (its diff: `carry.diff`) again, on this code.",
                             summary=(f"The change of {win.idea_id}, a verified improvement that is not in this "
                                      "round's reference code, merged into it by lines without the LLM."),
                             carry=CarriedChange(win_id=win.idea_id, diff=diff, code=merged)))
