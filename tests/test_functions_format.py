@@ -411,3 +411,34 @@ def test_lone_self_attribute_nobody_reads_is_still_not_applied():
     code = variant_code("missing_attribute")
     with pytest.raises(EditError, match="not_applied"):
         apply_edit(code, "```python\nself.unused = 3\n```", "functions")
+
+
+TRAIN = textwrap.dedent("""\
+    EPOCHS = 4
+    model = Model(num_epochs=4)
+    t0 = 0
+    for epoch in range(num_epochs):
+        step()
+    print(epoch)
+    """)
+
+
+def test_a_lone_new_assignment_goes_above_the_first_statement_that_reads_it():
+    """Recorded (1.5B, sentiment r1 repair): for "name 'num_epochs' is not defined" raised by the
+    training loop, the model answered `num_epochs = 4` alone; nothing in the file assigns it."""
+    new = apply_edit(TRAIN, "```python\nnum_epochs = 4\n```", "functions").code
+    assert "t0 = 0\nnum_epochs = 4\nfor epoch in range(num_epochs):\n" in new
+    with pytest.raises(EditError, match="not_applied"):  # a name nothing reads: where it goes is unknown
+        apply_edit(TRAIN, "```python\nunused = 4\n```", "functions")
+
+
+def test_a_lone_block_header_replaces_the_most_similar_header():
+    """Recorded (1.5B, sentiment r1 repair): the answer was the loop's first line alone, which does
+    not parse by itself."""
+    new = apply_edit(TRAIN, "```python\nfor epoch in range(EPOCHS):\n```", "functions").code
+    assert new == TRAIN.replace("range(num_epochs)", "range(EPOCHS)")
+    nested = "def f(xs):\n    for x in xs:\n        print(x)\n"
+    assert apply_edit(nested, "```python\nfor x in sorted(xs):\n```", "functions").code == \
+        nested.replace("in xs", "in sorted(xs)")  # indentation kept
+    with pytest.raises(EditError, match="not_applied"):  # no loop like it
+        apply_edit(TRAIN, "```python\nwhile not converged(model, tolerance=1e-6):\n```", "functions")

@@ -581,3 +581,86 @@ def test_a_missing_output_folder_is_made_in_the_sandbox_with_no_llm(tmp_path):
     res = search(folder / "w.py", None, tmp_path, suggestions=True)
     assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
     assert "saved" in res.attempts[1].stdout_tail
+
+
+# -- a wrapper that calls itself under the name it wraps; a setting that is only a parameter --------
+
+SHADOW = textwrap.dedent("""\
+    import json
+    from statistics import mean
+
+
+    def mean(values):  # the small model's wrapper: rounds the library's mean
+        return round(mean(values), 2)
+
+
+    print(json.dumps({"m": mean([1, 2, 4])}))
+    """)
+
+
+def test_a_wrapper_calling_itself_under_the_imported_name_calls_the_original(tmp_path):
+    frames = [TraceFrame(file="x.py", line=6, function="mean")] * 3
+    error = "RecursionError: maximum recursion depth exceeded"
+    s = suggested_fix(SHADOW, Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
+                                      frames=frames), "x.py")
+    assert s is not None and s.sure and "mean" in s.what
+    assert "from statistics import mean as _imported_mean\n" in s.code
+    assert "    return round(_imported_mean(values), 2)\n" in s.code and "def mean(values):" in s.code
+    # a builtin wrapped under its own name: the call inside goes to builtins
+    s = suggested_fix("def print(*a):\n    print('>', *a)\nprint(1)\n", Attempt(
+        attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
+        frames=[TraceFrame(file="x.py", line=2, function="print")]), "x.py")
+    assert s is not None and "import builtins\n" in s.code and "    builtins.print('>', *a)\n" in s.code
+    # plain recursion that wraps nothing: no candidate
+    plain = "def f(n):\n    return f(n + 1)\nf(0)\n"
+    assert suggested_fix(plain, Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0,
+                                        error=error, frames=[TraceFrame(file="x.py", line=2, function="f")]),
+                         "x.py") is None
+    # in the sandbox, no LLM: the one suggestion makes it run
+    folder = tmp_path / "shadow"
+    folder.mkdir()
+    (folder / "x.py").write_text(SHADOW)
+    res = search(folder / "x.py", None, tmp_path, suggestions=True)
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
+    assert '"m": 2.33' in res.attempts[1].stdout_tail
+
+
+PARAMS = textwrap.dedent("""\
+    class Model:
+        def __init__(self, n_classes=2, num_epochs=4, batch_size=32):
+            self.n_classes = n_classes
+
+
+    model = Model(n_classes=2, num_epochs=4, batch_size=32)
+    for epoch in range(num_epochs):
+        for i in range(0, 100, batch_size):
+            pass
+    print("epochs", epoch + 1)
+    """)
+
+
+def test_a_top_level_name_given_only_as_a_parameter_gets_that_value(tmp_path):
+    """Recorded (1.5B, sentiment r1): the patch made EPOCHS and BATCH_SIZE parameters of the model
+    class and the training loop read them as names nothing defines."""
+    def failed(code: str, name: str, line: int) -> Attempt:
+        return Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0,
+                       error=f"NameError: name '{name}' is not defined",
+                       frames=[TraceFrame(file="x.py", line=line, function="<module>")])
+
+    s = suggested_fix(PARAMS, failed(PARAMS, "num_epochs", 7), "x.py")
+    assert s is not None and not s.sure  # a guess: tried after the LLM's first fix
+    assert "\nnum_epochs = 4\nbatch_size = 32\nfor epoch in range(num_epochs):\n" in s.code
+    # two different values given: which one was meant is unknown
+    two = PARAMS.replace("model = Model(n_classes=2, num_epochs=4", "model = Model(n_classes=2, num_epochs=8")
+    assert suggested_fix(two, failed(two, "num_epochs", 7), "x.py") is None
+    # inside a function the name is a parameter: not this case
+    inside = "def f(num_epochs=4):\n    return num_epochs\n\ndef g():\n    return num_epochs\n\ng()\n"
+    assert suggested_fix(inside, Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0,
+                                         error="NameError: name 'num_epochs' is not defined",
+                                         frames=[TraceFrame(file="x.py", line=5, function="g")]), "x.py") is None
+    folder = tmp_path / "params"
+    folder.mkdir()
+    (folder / "x.py").write_text(PARAMS)
+    res = search(folder / "x.py", None, tmp_path, suggestions=True)
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
+    assert "epochs 4" in res.attempts[1].stdout_tail

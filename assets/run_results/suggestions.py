@@ -21,7 +21,10 @@ interpreter that never sees the workspace. The same lookup moves a library's nam
 the wrong module of that library ("cannot import name 'RandomizedSearchCV' from
 'sklearn.preprocessing'") to the module that exports it (`moved_import`), and renames an ensemble
 given members of the other task to its sibling that module exports (`task_sibling`). A file
-written into a folder that does not exist gets the folder made first (`missing_folder`, no lookup)."""
+written into a folder that does not exist gets the folder made first (`missing_folder`, no lookup).
+A wrapper that calls itself under the imported name it wraps (RecursionError) gets the original
+(`shadowed_import`); a top-level name the code gives only as a parameter with one constant gets
+that value (`parameter_value`, a guess)."""
 from __future__ import annotations
 
 import ast
@@ -716,6 +719,113 @@ def missing_folder(code: str, error: str, line: int) -> tuple[str, str] | None:
     return new, f"line {stmt.lineno}: made the folder of {m.group(1)!r} before writing it (os.makedirs)"
 
 
+def _literal(node: ast.expr | None) -> str | None:
+    """The source of a constant (a number, string, bool or None; a negative number too), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return ast.unparse(node) if isinstance(node.operand.value, (int, float)) else None
+    return ast.unparse(node) if isinstance(node, ast.Constant) and not isinstance(node.value, bytes) else None
+
+
+def _given_values(tree: ast.Module) -> dict[str, set[str]]:
+    """Per name: the constants the code gives it as a parameter's default or a call's keyword."""
+    out: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            for arg, default in pairs:
+                if (v := _literal(default)) is not None:
+                    out.setdefault(arg.arg, set()).add(v)
+        elif isinstance(node, ast.keyword) and node.arg and (v := _literal(node.value)) is not None:
+            out.setdefault(node.arg, set()).add(v)
+    return out
+
+
+def parameter_value(code: str, name: str, line: int) -> tuple[str, str] | None:
+    """"NameError: name 'num_epochs' is not defined" at the top level, where the code names it only as
+    a parameter (`def __init__(self, ..., num_epochs=4, batch_size=32)`, the small model's way of
+    making settings "tunable") and gives it one constant there (a default, or `num_epochs=4` at a
+    call): `num_epochs = 4` goes just above the top-level statement that failed, together with the
+    other names of that statement in the same state (one run instead of one per name). None when
+    the name is bound at the top level, or given no constant or several different ones."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    stmt = next((s for s in tree.body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+    if stmt is None or isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return None
+    top = set(_bound_names(list(tree.body))) | set(vars(builtins))
+    given = _given_values(tree)
+    read = [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    names = [n for n in dict.fromkeys([name] + read) if n not in top and len(given.get(n, ())) == 1]
+    if name not in names:
+        return None
+    lines = code.splitlines(keepends=True)
+    added = [f"{n} = {next(iter(given[n]))}\n" for n in names]
+    new = "".join(lines[:stmt.lineno - 1] + added + lines[stmt.lineno - 1:])
+    return new, (f"line {stmt.lineno}: defined {', '.join(a.strip() for a in added)} above it (the value the "
+                 "code gives each as a parameter; nothing defined them at the top level)")
+
+
+_RECURSION = re.compile(r"^RecursionError\b")
+
+
+def shadowed_import(code: str, error: str, functions: set[str]) -> tuple[str, str] | None:
+    """"RecursionError: maximum recursion depth exceeded" in a function that wraps an imported
+    name (or a builtin) under that same name and calls it inside: `def make_dataset(...):
+    x, y = make_dataset(...)` after `from data import make_dataset` calls itself for ever (the
+    small model writes such wrappers to add a step around a library call). The call inside each
+    such wrapper is pointed at the original, imported again under another name (`from data import
+    make_dataset as _imported_make_dataset`; `builtins.print` for a builtin); the wrapper keeps its
+    name, so the code that calls it gets the added step. `functions`: the functions of the script
+    in the failing frames (one of the wrappers must be among them). None otherwise."""
+    if _RECURSION.match(error) is None:
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    bindings = _import_bindings(tree)
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(bindings)
+    lines = code.splitlines(keepends=True)
+    calls: list[tuple[ast.Name, str]] = []  # the self-calls and the name each becomes
+    imports: list[str] = []
+    wrapped: list[str] = []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        own = [c.func for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+               and c.func.id == node.name]
+        if not own:
+            continue
+        if node.name in bindings:
+            module, attr = bindings[node.name]
+            alias = f"_imported_{node.name}"
+            while alias in taken:
+                alias = "_" + alias
+            imports.append(f"from {module} import {attr} as {alias}" if attr else f"import {module} as {alias}")
+        elif node.name in vars(builtins):
+            alias = f"builtins.{node.name}"
+            if "builtins" not in bindings and "import builtins" not in imports:
+                imports.append("import builtins")
+        else:
+            continue
+        wrapped.append(node.name)
+        calls += [(f, alias) for f in own]
+    if not wrapped or not set(wrapped) & functions:
+        return None
+    text = "".join(lines)
+    for name, alias in sorted(calls, key=lambda c: (c[0].lineno, c[0].col_offset), reverse=True):
+        start = _offset(lines, name.lineno, name.col_offset)
+        text = text[:start] + alias + text[start + len(name.id):]
+    new = _with_import(text.splitlines(keepends=True), "\n".join(imports)) if imports else text
+    how = "themselves under the names they wrap" if len(wrapped) > 1 else "itself under the name it wraps"
+    return new, f"{', '.join(wrapped)} called {how}: each call inside now goes to the original, imported again"
+
+
 def _with_import(lines: list[str], statement: str) -> str:
     at = _import_line(lines)
     return "".join(lines[:at] + [statement + "\n"] + lines[at:])
@@ -747,6 +857,9 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
         new, what = sibling
     elif frame is not None and (folder_fix := missing_folder(code, error, frame.line)) is not None:
         new, what = folder_fix
+    elif (shadow := shadowed_import(code, error, {f.function for f in failed.frames if f.file == code_file})) \
+            is not None:
+        new, what = shadow
     elif frame is None:  # the error arose outside the edited file: no line to change
         return None
     else:
@@ -768,17 +881,28 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
             new, what = moved  # a library's name under the wrong module of that library
         else:
             right = hint.group(1) if hint else _computed(error, kind, wrong, code, frame.line, folder)
-            if right is None or right == wrong:
+            if (right is None and kind == "name" and frame.function == "<module>"
+                    and (given := parameter_value(code, wrong, frame.line)) is not None):
+                new, what = given
+                sure = False
+            elif right is None or right == wrong:
                 return None
-            line = lines[frame.line - 1]
-            fixed, n = _pattern(kind, wrong).subn(
-                lambda h: h.group(1) + right + (h.group(2) if kind == "keyword" else ""), line)
-            if n == 0:  # the name is not on the failing line (e.g. built by getattr): nothing to place
-                return None
-            new = "".join(lines[:frame.line - 1] + [fixed] + lines[frame.line:])
-            what = f"line {frame.line}: {wrong} -> {right} (" + (
-                "the interpreter's suggestion)" if hint else "the closest name the code defines)")
-            sure = hint is not None and _plain_typo(wrong, right)
+            else:
+                new, what, sure = _renamed(lines, frame.line, kind, wrong, right, hint is not None)
+                if new is None:
+                    return None
     if new == code or check_compiles(new, code_file) is not None:
         return None
     return Suggestion(code=new, diff=unified_diff(code, new, code_file), what=what, sure=sure)
+
+
+def _renamed(lines: list[str], at: int, kind: str, wrong: str, right: str, suggested: bool):
+    """The code with `wrong` renamed `right` on line `at` (1-based), what was done, and whether that is
+    surely the fix; (None, "", False) when the name is not on that line (e.g. built by getattr)."""
+    fixed, n = _pattern(kind, wrong).subn(lambda h: h.group(1) + right + (h.group(2) if kind == "keyword" else ""),
+                                          lines[at - 1])
+    if n == 0:
+        return None, "", False
+    what = f"line {at}: {wrong} -> {right} (" + (
+        "the interpreter's suggestion)" if suggested else "the closest name the code defines)")
+    return "".join(lines[:at - 1] + [fixed] + lines[at:]), what, suggested and _plain_typo(wrong, right)

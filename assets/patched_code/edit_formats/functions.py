@@ -168,6 +168,44 @@ def _init_reading(node: ast.stmt, src_body: list[ast.stmt]) -> ast.FunctionDef |
     return found[0] if len(found) == 1 else None
 
 
+def _first_reader(node: ast.stmt, src_body: list[ast.stmt]) -> ast.stmt | None:
+    """For a new top-level assignment to plain names: the first top-level statement of the file
+    that reads one of them (a definition only if no other statement does); None if none does."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+        else []
+    names = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+    bound = {n.id for n in names if isinstance(n, ast.Name)}
+    if len(bound) < len(names):  # `self.x = ...`, `d[k] = ...`: not a new name
+        return None
+    if not bound:
+        return None
+    readers = [s for s in src_body if not isinstance(s, (ast.Import, ast.ImportFrom)) and bound & {
+        n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}]
+    return next((s for s in readers if not isinstance(s, _DEFS)), readers[0] if readers else None)
+
+
+# a block's first line returned alone ("for epoch in range(EPOCHS):"): the small model's way of
+# changing just that line
+_HEADER = re.compile(r"^(async\s+)?(for|while|if|elif|with|def|class)\b.*:\s*(#.*)?$")
+
+
+def apply_header(source: str, code: str) -> str | None:
+    """Replace the file's block header most like the lone header line `code` (same keyword,
+    similar text, indentation kept); None when `code` is not one such line or nothing is like it."""
+    line = code.strip()
+    if "\n" in line or not (m := _HEADER.match(line)):
+        return None
+    lines = source.splitlines()
+    word = m.group(2)
+    scored = [(_similarity(l, line), i) for i, l in enumerate(lines) if re.match(rf"\s*(async\s+)?{word}\b", l)]
+    best = max(scored, default=None)
+    if best is None or best[0] < _SIMILAR or [r for r, _ in scored].count(best[0]) > 1:
+        return None
+    i = best[1]
+    lines[i] = _indent(lines[i]) + line
+    return "\n".join(lines) + "\n"
+
+
 class _Merge:
     """Edits (non-overlapping line-range replacements and insertions) of the source."""
 
@@ -321,6 +359,9 @@ class _Merge:
                 # `self.classifier = nn.Linear(...)` alone: the attribute a class uses but never sets
                 last = init.body[-1]
                 at, indent_here = _span(last)[1], " " * last.col_offset
+            elif module and (reader := _first_reader(node, src_body)) is not None:
+                # `num_epochs = 4` alone, for the NameError of a loop that reads it: just above that loop
+                at, indent_here = _span(reader)[0], indent
             else:
                 line = self.new[node.lineno - 1].strip()
                 raise EditError("not_applied", f"the top-level statement {line[:80]!r} matches nothing in the "
@@ -370,11 +411,16 @@ def apply_definitions(source: str, code: str) -> str:
     - a lone simple statement that matches no top-level one replaces the similar statement
       with the same assignment target / called function inside a loop or a function (the
       small model likes to return just the changed line); otherwise it is new and goes next to
-      its neighbour in the answer that matched;
+      its neighbour in the answer that matched, or (a new assignment) just above the first
+      top-level statement that reads what it assigns;
+    - an answer that is one block header alone (`for epoch in range(EPOCHS):`) replaces the
+      most similar header of the same keyword (`apply_header`);
     - a body of only `...`/`pass` means "unchanged". Nothing is deleted."""
     try:
         new_tree = ast.parse(code)
     except SyntaxError as e:
+        if (header := apply_header(source, code)) is not None:
+            return header
         raise EditError("not_applied", f"the returned code does not parse (line {e.lineno}: {e.msg})") from None
     try:
         src_tree = ast.parse(source)
