@@ -122,6 +122,11 @@ bench-ann-real: setup
 bench-merge: setup
 	$(PY) -m bench.merge_bench --stores $(STORES)
 
+# bench-repair-replay: every idea earlier loops lost to an error (STORES: comma-separated work folders), given the
+# mechanical repair candidates (no LLM) and a real dry run each: bench/records/repair_replay.json, section repair_replay
+bench-repair-replay: setup
+	$(PY) -m bench.repair_replay --stores $(STORES)
+
 bench-%: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench

@@ -664,3 +664,19 @@ def test_a_top_level_name_given_only_as_a_parameter_gets_that_value(tmp_path):
     res = search(folder / "x.py", None, tmp_path, suggestions=True)
     assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
     assert "epochs 4" in res.attempts[1].stdout_tail
+
+
+def test_the_replay_bench_names_the_rule_of_each_new_candidate():
+    from bench.repair_replay import rule_of
+
+    error = "RecursionError: maximum recursion depth exceeded"
+    s = suggested_fix(SHADOW, Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
+                                      frames=[TraceFrame(file="x.py", line=6, function="mean")]), "x.py")
+    assert rule_of(s.what) == "shadowed_import"
+    s = suggested_fix(PARAMS, Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0,
+                                      error="NameError: name 'num_epochs' is not defined",
+                                      frames=[TraceFrame(file="x.py", line=7, function="<module>")]), "x.py")
+    assert rule_of(s.what) == "parameter_value"
+    s = suggested_fix("factor = 2\nprint(factr)\n", failure(
+        "NameError: name 'factr' is not defined. Did you mean: 'factor'?", 2), "x.py")
+    assert rule_of(s.what) == "interpreter"
