@@ -86,6 +86,42 @@ def failures(store: Path) -> list[dict]:
     return out
 
 
+def answers(store: Path) -> list[dict]:
+    """Every LLM answer in a loop's response cache that was refused as an unusable edit in the
+    "functions" format (it did not apply or did not parse), with the file it was meant for (the
+    ```python block of the request's first message) and the reason recorded then."""
+    from assets.patched_code.edit_formats.base import FENCE_RE
+
+    out = []
+    for path in sorted(store.rglob("llm_cache/*/*.json")):
+        try:
+            entry = json.loads(path.read_text())
+        except (ValueError, OSError):
+            continue
+        error = entry.get("error") or ""
+        messages = (entry.get("request") or {}).get("messages") or []
+        if "not_applied" not in error or not messages or "only the code you change" not in str(messages):
+            continue
+        blocks = FENCE_RE.findall(messages[0].get("content", ""))
+        if not blocks:
+            continue
+        out.append({"cache": str(path), "source": blocks[0][1], "answer": entry.get("text") or "",
+                    "error_then": error})
+    return out
+
+
+def reapply(a: dict) -> dict:
+    """The refused answer applied again by today's "functions" format."""
+    from assets.patched_code.edit_formats import EditError, apply_edit
+
+    row = {"cache": a["cache"], "error_then": a["error_then"][:300]}
+    try:
+        edit = apply_edit(a["source"], a["answer"], "functions")
+    except EditError as e:
+        return {**row, "now": e.status, "error_now": str(e)[:300]}
+    return {**row, "now": "applied", "diff": edit.diff}
+
+
 def replay(f: dict) -> dict:
     """The mechanical candidate for one failure and how its dry run ends."""
     from assets.run_results.experimenting import RunTarget, run_once
@@ -149,6 +185,14 @@ def render(rec: dict) -> str:
               "runs that score)."]
     kinds = Counter(r["error"].split(":")[0] for r in rows)
     lines.append("- Errors of the failed ideas: " + ", ".join(f"{k} {v}" for k, v in kinds.most_common()))
+    refused = rec.get("refused_answers", [])
+    if refused:
+        now = Counter(r["now"] for r in refused)
+        lines += ["", f"LLM repair answers of these loops that the `functions` format refused then (they did not apply "
+                  f"or did not parse; {len(refused)}, deduplicated), applied again by today's format (apply and "
+                  "compile only; not run): " + ", ".join(f"{k} {v}" for k, v in now.most_common()) + ". "
+                  "In-sample: the lone-assignment, lone-header, copied-line and segment fall-back rules were written "
+                  "after reading some of these answers."]
     return "\n".join(lines) + "\n"
 
 
@@ -174,8 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     for i, f in enumerate(todo, 1):
         rows.append(replay(f))
         print(f"[{i}/{len(todo)}] {f['idea_id']}: {rows[-1]['rule']} -> {rows[-1]['outcome']}", flush=True)
+    seen, refused = set(), []
+    for s in stores:
+        for a in answers(Path(s)):
+            key = hashlib.sha256(json.dumps([a["source"], a["answer"]]).encode()).hexdigest()
+            if key not in seen:
+                seen.add(key)
+                refused.append(reapply(a))
     rec = {"script": "bench/repair_replay.py", "date": today(), "machine": machine(), "stores": stores,
-           "failures": rows, "notes": NOTES}
+           "failures": rows, "refused_answers": refused, "notes": NOTES}
     return publish(RECORD, SECTION, rec, render, write=not args.no_write)
 
 

@@ -63,6 +63,9 @@ def extract_definitions(text: str) -> str:
     bare = textwrap.dedent(text.strip("\n"))
     if re.match(r"(def |class |async def |import |from |@)", bare):
         return bare + "\n"
+    if re.search(r"^```[ \t]*(python|py|python3)?[ \t]*$", text, re.M | re.I):  # opened, never closed
+        raise EditError("not_applied", "the answer was cut off before its ```python block closed (too long): "
+                        "return only the pieces of code you change, not the whole file")
     raise EditError("not_applied", "no ```python code block with the changed definitions was found")
 
 
@@ -204,6 +207,34 @@ def apply_header(source: str, code: str) -> str | None:
     i = best[1]
     lines[i] = _indent(lines[i]) + line
     return "\n".join(lines) + "\n"
+
+
+_COPIED = 0.85  # an answer's line this like a line of the file is that line, copied (with a slip)
+_MAX_RESTORED = 5
+
+
+def restore_copied_lines(source: str, code: str) -> tuple[str, ast.Module] | None:
+    """An answer that does not parse because lines it copied from the file came out garbled (the
+    small model writes `w.writerows([r["id"], f"{p:.6f}"] for r, p in zip(test, pred)])`, one
+    bracket too many, for the file's unchanged line): each line a syntax error points at that is
+    nearly a line of the file (difflib ratio >= 0.85, indentation ignored) becomes that line of the
+    file, its indentation kept, until the answer parses (at most 5 lines). Returns the answer and its
+    tree, or None when it still does not parse."""
+    file_lines = [l.strip() for l in source.splitlines() if l.strip()]
+    lines = code.splitlines()
+    for _ in range(_MAX_RESTORED):
+        try:
+            return "\n".join(lines) + "\n", ast.parse("\n".join(lines) + "\n")
+        except SyntaxError as e:
+            i = (e.lineno or 0) - 1
+            if not 0 <= i < len(lines) or not lines[i].strip():
+                return None
+            bad = lines[i].strip()
+            best = max(file_lines, default="", key=lambda l: difflib.SequenceMatcher(None, l, bad).ratio())
+            if best == bad or difflib.SequenceMatcher(None, best, bad).ratio() < _COPIED:
+                return None
+            lines[i] = _indent(lines[i]) + best
+    return None
 
 
 class _Merge:
@@ -415,13 +446,17 @@ def apply_definitions(source: str, code: str) -> str:
       top-level statement that reads what it assigns;
     - an answer that is one block header alone (`for epoch in range(EPOCHS):`) replaces the
       most similar header of the same keyword (`apply_header`);
+    - an answer that does not parse because of a slip in a line copied from the file gets that
+      line of the file back (`restore_copied_lines`);
     - a body of only `...`/`pass` means "unchanged". Nothing is deleted."""
     try:
         new_tree = ast.parse(code)
     except SyntaxError as e:
         if (header := apply_header(source, code)) is not None:
             return header
-        raise EditError("not_applied", f"the returned code does not parse (line {e.lineno}: {e.msg})") from None
+        if (restored := restore_copied_lines(source, code)) is None:
+            raise EditError("not_applied", f"the returned code does not parse (line {e.lineno}: {e.msg})") from None
+        code, new_tree = restored
     try:
         src_tree = ast.parse(source)
     except SyntaxError as e:
@@ -485,8 +520,18 @@ def apply_segments(source: str, code: str, filename: str = "experiment.py") -> t
 
 
 def apply_functions(source: str, code: str, filename: str = "experiment.py") -> str:
-    """The "functions" format: structure-anchored segments (if any), then definitions by name."""
-    new, rest = apply_segments(source, code, filename)
+    """The "functions" format: structure-anchored segments (if any), then definitions by name. When
+    the segments do not fit the lines their headers name (the small model copies a header above
+    code from elsewhere, or above a whole file), the answer is applied by names alone."""
+    try:
+        new, rest = apply_segments(source, code, filename)
+    except EditError as e:
+        if "can be edited" in str(e):  # another file: no fallback
+            raise
+        try:
+            return apply_definitions(source, SEGMENT_RE.sub("", code))
+        except EditError:
+            raise e from None
     if rest is code:
         return apply_definitions(source, code)
     try:  # code before the first segment header: definitions as well
