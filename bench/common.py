@@ -85,3 +85,23 @@ def provenance(script: str, record: str, measured: str, sample: str) -> str:
     machine, and whether the figures are in-sample (anything was tuned on this data) or held-out."""
     return "\n".join([f"- Script: `{script}`", f"- Record: `{record}`", f"- Measured: {measured}",
                       f"- Sample: {sample}"])
+
+
+def stores_cli(doc: str, argv: list[str] | None, record: str, section: str, render) -> tuple[list[str], bool] | int:
+    """The command line of the benches that read the folders of earlier loops: `--stores A,B` (loop work
+    folders or record stores) and `--no-write`, or FROM_RECORD=1 to re-render the section. Returns
+    (stores, write), or a main's exit status when there is nothing to measure."""
+    import argparse
+    import os
+    import sys
+
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--stores", default="", help="comma-separated folders: loop work folders or record stores")
+    ap.add_argument("--no-write", action="store_true", help="print the section, write neither record nor section")
+    args = ap.parse_args(argv)
+    if os.environ.get("FROM_RECORD"):
+        return rerender(record, section, render)
+    if not args.stores:
+        print("--stores is required (or FROM_RECORD=1 to re-render)", file=sys.stderr)
+        return 2
+    return args.stores.split(","), not args.no_write

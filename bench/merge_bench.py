@@ -18,14 +18,12 @@ again from the record alone.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
-import os
 import sys
 from collections import Counter
 from pathlib import Path
 
-from bench.common import machine, provenance, publish, rerender, today
+from bench.common import machine, provenance, publish, stores_cli, today
 
 RECORD, SECTION = "merge", "merge"
 
@@ -120,19 +118,14 @@ def render(rec: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--stores", default="", help="comma-separated folders: record stores or loop work folders")
-    ap.add_argument("--no-write", action="store_true", help="print the section, write neither record nor section")
-    args = ap.parse_args(argv)
-    if os.environ.get("FROM_RECORD"):
-        return rerender(RECORD, SECTION, render)
-    if not args.stores:
-        print("--stores is required (or FROM_RECORD=1 to re-render)", file=sys.stderr)
-        return 2
-    rounds = [r for s in args.stores.split(",") for r in collect(Path(s))]
-    rec = {"script": "bench/merge_bench.py", "date": today(), "machine": machine(), "stores": args.stores.split(","),
+    got = stores_cli(__doc__, argv, RECORD, SECTION, render)
+    if isinstance(got, int):
+        return got
+    stores, write = got
+    rounds = [r for s in stores for r in collect(Path(s))]
+    rec = {"script": "bench/merge_bench.py", "date": today(), "machine": machine(), "stores": stores,
            "rounds": [r for r in rounds if len(r["ideas"]) >= 2], "notes": NOTES}
-    return publish(RECORD, SECTION, rec, render, write=not args.no_write)
+    return publish(RECORD, SECTION, rec, render, write=write)
 
 
 if __name__ == "__main__":

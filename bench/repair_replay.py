@@ -19,16 +19,14 @@ so the rules added after a look at these failures are counted apart (in-sample f
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import os
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 
-from bench.common import ROOT, machine, provenance, publish, rerender, today
+from bench.common import ROOT, machine, provenance, publish, stores_cli, today
 
 RECORD, SECTION = "repair_replay", "repair_replay"
 # the rules written after looking at the failures of these stores (the rest were written before)
@@ -196,38 +194,31 @@ def render(rec: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _unique(items: list[dict], *fields: str) -> list[dict]:
+    """The items, each (by the values of `fields`) once: a resumed loop's backup folder repeats them."""
+    seen, out = set(), []
+    for item in items:
+        key = hashlib.sha256(json.dumps([item[f] for f in fields]).encode()).hexdigest()
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--stores", default="", help="comma-separated loop work folders or DAGSTER_HOMEs")
-    ap.add_argument("--no-write", action="store_true", help="print the section, write neither record nor section")
-    args = ap.parse_args(argv)
-    if os.environ.get("FROM_RECORD"):
-        return rerender(RECORD, SECTION, render)
-    if not args.stores:
-        print("--stores is required (or FROM_RECORD=1 to re-render)", file=sys.stderr)
-        return 2
-    stores = args.stores.split(",")
-    seen, todo = set(), []
-    for s in stores:
-        for f in failures(Path(s)):
-            key = hashlib.sha256(json.dumps([f["code"], f["error"]]).encode()).hexdigest()
-            if key not in seen:
-                seen.add(key)
-                todo.append(f)
+    got = stores_cli(__doc__, argv, RECORD, SECTION, render)
+    if isinstance(got, int):
+        return got
+    stores, write = got
+    todo = _unique([f for s in stores for f in failures(Path(s))], "code", "error")
     rows = []
     for i, f in enumerate(todo, 1):
         rows.append(replay(f))
         print(f"[{i}/{len(todo)}] {f['idea_id']}: {rows[-1]['rule']} -> {rows[-1]['outcome']}", flush=True)
-    seen, refused = set(), []
-    for s in stores:
-        for a in answers(Path(s)):
-            key = hashlib.sha256(json.dumps([a["source"], a["answer"]]).encode()).hexdigest()
-            if key not in seen:
-                seen.add(key)
-                refused.append(reapply(a))
+    refused = [reapply(a) for a in _unique([a for s in stores for a in answers(Path(s))], "source", "answer")]
     rec = {"script": "bench/repair_replay.py", "date": today(), "machine": machine(), "stores": stores,
            "failures": rows, "refused_answers": refused, "notes": NOTES}
-    return publish(RECORD, SECTION, rec, render, write=not args.no_write)
+    return publish(RECORD, SECTION, rec, render, write=write)
 
 
 if __name__ == "__main__":

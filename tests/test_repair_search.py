@@ -585,6 +585,17 @@ def test_a_missing_output_folder_is_made_in_the_sandbox_with_no_llm(tmp_path):
 
 # -- a wrapper that calls itself under the name it wraps; a setting that is only a parameter --------
 
+def _fixed_by_one_suggestion(code: str, tmp_path: Path) -> str:
+    """Run `code` in the sandbox with suggestions and no LLM: it must succeed on the first
+    suggestion; returns that run's output."""
+    folder = tmp_path / "script"
+    folder.mkdir()
+    (folder / "x.py").write_text(code)
+    res = search(folder / "x.py", None, tmp_path, suggestions=True)
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
+    return res.attempts[1].stdout_tail
+
+
 SHADOW = textwrap.dedent("""\
     import json
     from statistics import mean
@@ -617,12 +628,7 @@ def test_a_wrapper_calling_itself_under_the_imported_name_calls_the_original(tmp
                                         error=error, frames=[TraceFrame(file="x.py", line=2, function="f")]),
                          "x.py") is None
     # in the sandbox, no LLM: the one suggestion makes it run
-    folder = tmp_path / "shadow"
-    folder.mkdir()
-    (folder / "x.py").write_text(SHADOW)
-    res = search(folder / "x.py", None, tmp_path, suggestions=True)
-    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
-    assert '"m": 2.33' in res.attempts[1].stdout_tail
+    assert '"m": 2.33' in _fixed_by_one_suggestion(SHADOW, tmp_path)
 
 
 PARAMS = textwrap.dedent("""\
@@ -658,12 +664,7 @@ def test_a_top_level_name_given_only_as_a_parameter_gets_that_value(tmp_path):
     assert suggested_fix(inside, Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0,
                                          error="NameError: name 'num_epochs' is not defined",
                                          frames=[TraceFrame(file="x.py", line=5, function="g")]), "x.py") is None
-    folder = tmp_path / "params"
-    folder.mkdir()
-    (folder / "x.py").write_text(PARAMS)
-    res = search(folder / "x.py", None, tmp_path, suggestions=True)
-    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
-    assert "epochs 4" in res.attempts[1].stdout_tail
+    assert "epochs 4" in _fixed_by_one_suggestion(PARAMS, tmp_path)
 
 
 def test_the_replay_bench_names_the_rule_of_each_new_candidate():
