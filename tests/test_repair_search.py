@@ -367,6 +367,38 @@ def test_a_guessed_suggestion_follows_an_unplaceable_answer(tmp_path):
     assert 'json.dumps({"n": len(values)})' in res.final_code and 'report {"n": 3}' in res.attempts[1].stdout_tail
 
 
+RENAMED = ('```python\ndef report(values):\n    text = json.dumps({"n": len(values)}, color=True)\n'
+           '    print("report", text)\n```')
+
+
+def test_a_fix_that_only_renames_the_bad_keyword_leaves_the_same_error(tmp_path):
+    """Recorded (1.5B, friedman3 probe r2): for "unexpected keyword argument 'dropout'" the model
+    renamed it `dropout_rate`, then back; each rename counted as progress and spent the budget of 2
+    before the guess that drops the keyword was tried. A rename at the line the fix wrote that
+    fails the same way is the same error: the guess comes next and the budget of 2 suffices."""
+    folder = tmp_path / "kw"
+    folder.mkdir()
+    (folder / "report.py").write_text(KEYWORD)
+    llm = FakeLLM(fix=RENAMED, local=True, edit_format="auto")
+    res = search(folder / "report.py", llm, tmp_path, mode="traceback", suggestions=True, max_repairs=2)
+    assert [a.fix_source for a in res.attempts] == ["", "llm", "suggestion"]
+    assert "'color'" in res.attempts[1].error and res.attempts[1].outcome == "same_error"
+    assert res.status == "success" and res.attempts[2].parent == 1 and "colour" not in res.final_code
+    # the same message about another name at a line the fix did not write is the next mistake: progress
+    from assets.run_results.experimenting import renamed_only
+
+    def failed(error: str, line: int) -> Attempt:
+        return Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
+                       frames=[TraceFrame(file="x.py", line=line, function="<module>")])
+
+    old, new = "x = 1\ny = alpha\nz = beta\n", "x = 1\nalpha = 2\ny = alpha\nz = beta\n"
+    assert not renamed_only(failed("NameError: name 'alpha' is not defined", 2),
+                            failed("NameError: name 'beta' is not defined", 4), old, new, "x.py")
+    assert renamed_only(failed("TypeError: f() got an unexpected keyword argument 'dropout'", 1),
+                        failed("TypeError: f() got an unexpected keyword argument 'dropout_rate'", 1),
+                        "y = f(dropout=1)\n", "y = f(dropout_rate=1)\n", "x.py")
+
+
 def test_an_unplaceable_answer_is_asked_again(typo, tmp_path):
     llm = FakeLLM(fix=[UNPLACEABLE, WHOLE_MAIN])
     res = search(typo, llm, tmp_path, mode="traceback", suggestions=False)

@@ -410,15 +410,35 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     return fixed
 
 
+_QUOTED = re.compile(r"'[^'\n]*'")
+
+
+def renamed_only(before: Attempt, after: Attempt, old_code: str, new_code: str, code_file: str) -> bool:
+    """Did the fix only swap the name the error is about for another that fails the same way: the
+    same message but for what it quotes, raised in a line the fix wrote (the small model renames
+    `dropout=` to `dropout_rate=` for a callee that takes neither)? A same message at a line the
+    fix did not write is the next such mistake further on (a second undefined name), which is
+    progress."""
+    if after.error is None or before.error is None or after.timed_out or not after.frames:
+        return False
+    if _QUOTED.sub("''", after.error) != _QUOTED.sub("''", before.error):
+        return False
+    inner = after.frames[-1]
+    return inner.file == code_file and inner.line in written_lines(old_code, new_code)
+
+
 def _outcome(parent: Attempt, run: Attempt, old_code: str, new_code: str, code_file: str) -> str:
     """How far a candidate fix of `parent`'s failure got: success > progress (a different error:
-    the run got past the old one) > same_error > broke (a new name/attribute/import error in a
-    line the fix wrote)."""
+    the run got past the old one) > same_error (also: the same error about another name, from a
+    line the fix wrote, `renamed_only`) > broke (a new name/attribute/import error in a line the
+    fix wrote)."""
     if run.error is None:
         return "success"
     if broken_by_fix(parent, run, old_code, new_code, code_file):
         return "broke"
-    return "same_error" if run.error == parent.error else "progress"
+    if run.error == parent.error or renamed_only(parent, run, old_code, new_code, code_file):
+        return "same_error"
+    return "progress"
 
 
 def _set_aside(tried: list[tuple[str, Attempt]], outcome: str) -> str:
