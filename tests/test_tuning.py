@@ -696,18 +696,3 @@ def test_an_llm_idea_that_changed_one_knob_counts_as_that_move(tmp_path):
     assert ("EMBED_DIM", 128.0) not in proposed and ("EPOCHS", 8.0) in proposed
     # the maintenance sends the knob behind the untouched ones: its other direction comes after EPOCHS' first move
     assert proposed.index(("EPOCHS", 8.0)) < proposed.index(("EMBED_DIM", 32.0))
-
-
-def test_a_flat_learning_rate_move_tries_the_other_side_before_untried_knobs():
-    """Point cloud, one-commit run: lr 1e-3 -> 3e-3 was a maintenance (6 vs 6 seeds), so the search
-    went on to batch size and swaps and never tried 1e-3 -> 3.3e-4, which a run at other code had
-    verified. A flat learning rate now gets its other side next; a flat width still waits."""
-    code = "EPOCHS = 4\nLR = 1e-3\nDROPOUT = 0.3\nEMBED_DIM = 64\n"
-    first = {m.key: m for m, _ in propose(code, [], 4)}
-    tried = [("tune_lr_up", first["LR"], "maintenance"), ("tune_embed_dim_up", first["EMBED_DIM"], "maintenance")]
-    got = [(m.key, m.direction, why.split(" (")[0]) for m, why in propose(code, tried, 4)]
-    assert got[0] == ("LR", "down", "the other direction of tune_lr_up")
-    assert [k for k, _, _ in got[1:]] == ["EPOCHS", "DROPOUT", "EMBED_DIM"]
-    # a move made from another value of the rate (the code has moved on since) does not count
-    moved = code.replace("LR = 1e-3", "LR = 3e-3")
-    assert propose(moved, tried, 1)[0][0].key == "EPOCHS"

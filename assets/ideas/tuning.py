@@ -566,9 +566,6 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
     2. Then a knob whose last move made a significant decline (`decline`) tries the other direction:
        the decline shows the metric is sensitive to it, and on a one-peaked response the better
        value lies the other way (a compass search's second probe of the same coordinate).
-    2b. Then a learning rate whose one move from its current value was a `maintenance` tries the
-       other direction: one side of the knob training is most sensitive to says little about the
-       other (point cloud: 1e-3 -> 3e-3 maintenance on 6 vs 6 seeds; 1e-3 -> 3.3e-4 verified).
     3. Then the knobs no move touched yet, by KIND_ORDER then file order, their first direction;
        the code's own literals and swaps before the library defaults it leaves unwritten (DEFAULTS).
     4. Then the other directions of knobs already moved (a `maintenance`: the knob mattered little).
@@ -602,11 +599,6 @@ def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: i
             elif last is not None and verdict == "decline" and direction != last.direction:
                 rank, why = (0, 1, pos), (f"the other direction of {last_name} ({last.old_text} -> {last.new_text} "
                                           "declined: the metric is sensitive to this knob)")
-            elif (last is not None and verdict == "maintenance" and knob.kind == "learning_rate"
-                  and last.paired is None and direction != last.direction and _same(last.old, knob.value)):
-                rank, why = (0, 2, pos), (f"the other direction of {last_name} ({last.old_text} -> {last.new_text} "
-                                          "made no clear difference): the learning rate is the setting training is "
-                                          "most sensitive to, so its other side is tried before knobs not moved yet")
             elif not history:
                 rank, why = (1, knob.implicit, KIND_ORDER.index(knob.kind), j, pos), (
                     "first move on this knob" + (", a library default the code does not write" if knob.implicit
