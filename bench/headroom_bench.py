@@ -153,6 +153,8 @@ def section(rec: dict) -> str:
             why = (m["reason"] or m["error"] or "")[:140].replace("|", "/")
             lines.append(f"| {t['topic']} | {m['key']} ({m['kind']}) | {m['old']} -> {m['new']} | "
                          f"{len(m['seed_values'])} | {d} | {m['verdict']} | {why} |")
+    if rec.get("notes"):  # what was concluded from the run, written into the record afterwards
+        lines += ["", *[f"- {n}" for n in rec["notes"]]]
     return "\n".join(lines)
 
 
