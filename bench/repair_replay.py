@@ -36,29 +36,6 @@ NOTES = ("shadowed_import and parameter_value were written after looking at some
          "`hyperparameter_tuning`): their counts are in-sample. The other rules predate this record.")
 
 
-def rule_of(what: str) -> str:
-    """Which mechanical rule a suggestion's description comes from."""
-    if "under the name it wraps" in what or "under the names they wrap" in what:
-        return "shadowed_import"
-    if "value the code gives each as a parameter" in what:
-        return "parameter_value"
-    if "interpreter's suggestion" in what:
-        return "interpreter"
-    if "closest name" in what:
-        return "closest_name"
-    if what.startswith("added `"):
-        return "missing_import"
-    if "keyword" in what:
-        return "keyword"
-    if "os.makedirs" in what:
-        return "missing_folder"
-    if "the module of that library that exports it" in what:
-        return "moved_import"
-    if "members are" in what:
-        return "task_sibling"
-    return "other"
-
-
 def failures(store: Path) -> list[dict]:
     """Every failed idea of a loop folder: the furthest failure of its repair search."""
     from schemas.records import RunResult
@@ -103,8 +80,9 @@ def answers(store: Path) -> list[dict]:
         blocks = FENCE_RE.findall(messages[0].get("content", ""))
         if not blocks:
             continue
+        kind = "repair" if str(messages[-1].get("content", "")).startswith("The file implements the idea") else "patch"
         out.append({"cache": str(path), "source": blocks[0][1], "answer": entry.get("text") or "",
-                    "error_then": error})
+                    "error_then": error, "kind": kind})
     return out
 
 
@@ -112,7 +90,7 @@ def reapply(a: dict) -> dict:
     """The refused answer applied again by today's "functions" format."""
     from assets.patched_code.edit_formats import EditError, apply_edit
 
-    row = {"cache": a["cache"], "error_then": a["error_then"][:300]}
+    row = {"cache": a["cache"], "kind": a["kind"], "error_then": a["error_then"][:300]}
     try:
         edit = apply_edit(a["source"], a["answer"], "functions")
     except EditError as e:
@@ -157,7 +135,7 @@ def replay(f: dict) -> dict:
         base = run_once(target, f["code"], Runner(), Path(tmp) / "before", 1)
         after = run_once(target, s.code, Runner(), Path(tmp) / "after", 1)
     outcome = ("success" if after.error is None else "same_error" if after.error == base.error else "progress")
-    return {**row, "rule": rule_of(s.what), "what": s.what, "sure": s.sure, "diff": s.diff,
+    return {**row, "rule": s.rule, "what": s.what, "sure": s.sure, "diff": s.diff,
             "command": which, "check_before": base.error, "check_after": after.error, "outcome": outcome}
 
 
@@ -185,12 +163,16 @@ def render(rec: dict) -> str:
     lines.append("- Errors of the failed ideas: " + ", ".join(f"{k} {v}" for k, v in kinds.most_common()))
     refused = rec.get("refused_answers", [])
     if refused:
-        now = Counter(r["now"] for r in refused)
-        lines += ["", f"LLM repair answers of these loops that the `functions` format refused then (they did not apply "
-                  f"or did not parse; {len(refused)}, deduplicated), applied again by today's format (apply and "
-                  "compile only; not run): " + ", ".join(f"{k} {v}" for k, v in now.most_common()) + ". "
+        lines += ["", "The LLM's answers in the `functions` format that these loops refused (they did not apply or did "
+                  "not parse; deduplicated), applied again by today's format (apply and compile only; not run). "
                   "In-sample: the lone-assignment, lone-header, copied-line and segment fall-back rules were written "
-                  "after reading some of these answers."]
+                  "after reading some of these answers.", "",
+                  "| answers to | refused then | apply now | still refused | no-op now |", "|---|---|---|---|---|"]
+        for kind in ("patch", "repair"):
+            now = Counter(r["now"] for r in refused if r["kind"] == kind)
+            n = sum(now.values())
+            lines.append(f"| {kind} prompts | {n} | {now['applied']} | {n - now['applied'] - now['no_op']} | "
+                         f"{now['no_op']} |")
     return "\n".join(lines) + "\n"
 
 

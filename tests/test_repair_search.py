@@ -699,17 +699,17 @@ def test_a_top_level_name_given_only_as_a_parameter_gets_that_value(tmp_path):
     assert "epochs 4" in _fixed_by_one_suggestion(PARAMS, tmp_path)
 
 
-def test_the_replay_bench_names_the_rule_of_each_new_candidate():
-    from bench.repair_replay import rule_of
-
+def test_each_candidate_names_its_rule():
     error = "RecursionError: maximum recursion depth exceeded"
     s = suggested_fix(SHADOW, Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
                                       frames=[TraceFrame(file="x.py", line=6, function="mean")]), "x.py")
-    assert rule_of(s.what) == "shadowed_import"
+    assert s.rule == "shadowed_import"
     s = suggested_fix(PARAMS, Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0,
                                       error="NameError: name 'num_epochs' is not defined",
                                       frames=[TraceFrame(file="x.py", line=7, function="<module>")]), "x.py")
-    assert rule_of(s.what) == "parameter_value"
+    assert s.rule == "parameter_value"
     s = suggested_fix("factor = 2\nprint(factr)\n", failure(
         "NameError: name 'factr' is not defined. Did you mean: 'factor'?", 2), "x.py")
-    assert rule_of(s.what) == "interpreter"
+    assert s.rule == "interpreter"
+    s = suggested_fix("factor = 2\nprint(Factor)\n", failure("NameError: name 'Factor' is not defined", 2), "x.py")
+    assert s.rule == "closest_name"

@@ -61,6 +61,7 @@ class Suggestion:
     code: str
     diff: str
     what: str  # e.g. "line 5: factr -> factor (the interpreter's suggestion)"
+    rule: str  # which rule made it: interpreter, closest_name, missing_import, keyword, parameter_value, ...
     # the message (or the callee's signature) names this fix: tried before the LLM's, not after
     sure: bool = False
 
@@ -817,7 +818,7 @@ def shadowed_import(code: str, error: str, functions: set[str]) -> tuple[str, st
         calls += [(f, alias) for f in own]
     if not wrapped or not set(wrapped) & functions:
         return None
-    text = "".join(lines)
+    text = code
     for name, alias in sorted(calls, key=lambda c: (c[0].lineno, c[0].col_offset), reverse=True):
         start = _offset(lines, name.lineno, name.col_offset)
         text = text[:start] + alias + text[start + len(name.id):]
@@ -846,20 +847,21 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
     sure = True
     if (forgot := _FORGOT_IMPORT.search(error)) is not None:
         new = _with_import(lines, f"import {forgot.group(1)}")
-        what = f"added `import {forgot.group(1)}` (the interpreter's suggestion)"
+        what, rule = f"added `import {forgot.group(1)}` (the interpreter's suggestion)", "interpreter"
     elif (frame is not None and (undefined := _UNDEFINED.match(error)) is not None
           and (statement := missing_import(undefined.group(1), code)) is not None):
         # before any close defined name: `Ridge` is not the variable `ridge`, and `RidgeCV` is
         # sklearn's class even where Python suggests the `Ridge` the script imports
         new = _with_import(lines, statement)
         what = f"added `{statement}` ({undefined.group(1)} is not defined; that module exports it)"
+        rule = "missing_import"
     elif (sibling := task_sibling(code, error)) is not None:
-        new, what = sibling
+        (new, what), rule = sibling, "task_sibling"
     elif frame is not None and (folder_fix := missing_folder(code, error, frame.line)) is not None:
-        new, what = folder_fix
+        (new, what), rule = folder_fix, "missing_folder"
     elif (shadow := shadowed_import(code, error, {f.function for f in failed.frames if f.file == code_file})) \
             is not None:
-        new, what = shadow
+        (new, what), rule = shadow, "shadowed_import"
     elif frame is None:  # the error arose outside the edited file: no line to change
         return None
     else:
@@ -875,25 +877,25 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
             fixed = keyword_fix(code, wrong, frame.line)
             if fixed is None:
                 return None
-            new, what, sure = fixed
+            (new, what, sure), rule = fixed, "keyword"
         elif (imp is not None and hint is None and not (folder is not None and _module_names(imp.group(1), folder))
               and (moved := moved_import(code, wrong, imp.group(1), frame.line)) is not None):
-            new, what = moved  # a library's name under the wrong module of that library
+            (new, what), rule = moved, "moved_import"  # a library's name under the wrong module of that library
         else:
             right = hint.group(1) if hint else _computed(error, kind, wrong, code, frame.line, folder)
             if (right is None and kind == "name" and frame.function == "<module>"
                     and (given := parameter_value(code, wrong, frame.line)) is not None):
-                new, what = given
-                sure = False
+                (new, what), sure, rule = given, False, "parameter_value"
             elif right is None or right == wrong:
                 return None
             else:
                 new, what, sure = _renamed(lines, frame.line, kind, wrong, right, hint is not None)
+                rule = "interpreter" if hint else "closest_name"
                 if new is None:
                     return None
     if new == code or check_compiles(new, code_file) is not None:
         return None
-    return Suggestion(code=new, diff=unified_diff(code, new, code_file), what=what, sure=sure)
+    return Suggestion(code=new, diff=unified_diff(code, new, code_file), what=what, sure=sure, rule=rule)
 
 
 def _renamed(lines: list[str], at: int, kind: str, wrong: str, right: str, suggested: bool):

@@ -177,11 +177,9 @@ def _first_reader(node: ast.stmt, src_body: list[ast.stmt]) -> ast.stmt | None:
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
         else []
     names = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
-    bound = {n.id for n in names if isinstance(n, ast.Name)}
-    if len(bound) < len(names):  # `self.x = ...`, `d[k] = ...`: not a new name
+    if not names or not all(isinstance(n, ast.Name) for n in names):  # `self.x = ...`, `d[k] = ...`: no new name
         return None
-    if not bound:
-        return None
+    bound = {n.id for n in names}
     readers = [s for s in src_body if not isinstance(s, (ast.Import, ast.ImportFrom)) and bound & {
         n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}]
     return next((s for s in readers if not isinstance(s, _DEFS)), readers[0] if readers else None)
@@ -526,8 +524,8 @@ def apply_functions(source: str, code: str, filename: str = "experiment.py") -> 
     try:
         new, rest = apply_segments(source, code, filename)
     except EditError as e:
-        if "can be edited" in str(e):  # another file: no fallback
-            raise
+        if any(Path(h["file"]).name != Path(filename).name for h in SEGMENT_RE.finditer(code)):
+            raise  # a header names another file: that is not a misplaced header, nothing to fall back to
         try:
             return apply_definitions(source, SEGMENT_RE.sub("", code))
         except EditError:
