@@ -27,10 +27,13 @@ class TopicSpecError(ValueError):
 
 
 class MetricSpec(BaseModel):
+    """The metric verdicts are decided on: one key of the run's final_info.json."""
     model_config = ConfigDict(extra="forbid")
-    name: str
-    goal: Literal["maximize", "minimize"]
-    tolerance: float = Field(0.0, ge=0)
+    name: str = Field(description="the key of final_info.json that holds the metric, e.g. accuracy")
+    goal: Literal["maximize", "minimize"] = Field(description="which direction is better")
+    tolerance: float = Field(0.0, ge=0, description="the smallest mean difference that counts: an idea is an "
+                             "improvement (or a decline) only when it differs from the reference by more than "
+                             "this and the seed test is significant; anything else is maintenance")
     bounds: tuple[float | None, float | None] | None = Field(
         None, description="the range a valid value lies in, e.g. [0, 1] for accuracy or [-.inf, 1] for R2 "
         "(null or an infinity: open on that side); a value outside fails the run")
@@ -48,13 +51,22 @@ class MetricSpec(BaseModel):
 
 
 class Budget(BaseModel):
+    """What the loop may spend on the topic: rounds, ideas, papers, repairs, seeds, run limits, and the stop
+    rules the round sensor applies before starting another round."""
     model_config = ConfigDict(extra="forbid")
-    rounds: int = Field(2, ge=1)
-    ideas_per_round: int = Field(3, ge=1, le=50)
-    papers: int = Field(30, ge=1, le=500)
-    debug_attempts: int = Field(5, ge=0, le=20)
-    run_timeout_s: float = Field(300, gt=0)
-    memory_mb: int = Field(4096, ge=256)
+    rounds: int = Field(2, ge=1, description="rounds of the loop; the round sensor starts no round after this "
+                        "(`researchloop run --rounds N` overrides it for one run)")
+    ideas_per_round: int = Field(3, ge=1, le=50, description="ideas a round implements and runs, after the "
+                                 "filters (tuning moves take places in it too)")
+    papers: int = Field(30, ge=1, le=500, description="papers the literature search retrieves per round (the "
+                        "`papers` asset), before ranking")
+    debug_attempts: int = Field(5, ge=0, le=20, description="repair candidates tried when an idea's run fails: "
+                                "each LLM answer (one that cannot be applied too) and each mechanical suggestion "
+                                "counts one; 0: no repairs")
+    run_timeout_s: float = Field(300, gt=0, description="wall-clock limit of one run in seconds; at the limit "
+                                 "the run's whole process tree is killed")
+    memory_mb: int = Field(4096, ge=256, description="memory limit of one run's whole process tree, in MB "
+                           "(on the ray backend also the memory one attempt asks Ray for)")
     seeds: int | None = Field(None, ge=1, le=10, description="seeds 0..seeds-1 for the baseline, and for every "
                               "idea that beats the baseline on its first seed; verdicts test the seed values "
                               "(assets/feedback_summary/verdicts.py). Empty: 3 when the run command takes {seed}, "
@@ -144,8 +156,8 @@ class IdeationSpec(BaseModel):
     brainstorm: bool = Field(False, description="also propose ideas from the topic and code alone "
                              "(no papers) and merge them before filtering (SciPIP's dual path); "
                              "short for adding brainstorm to `sources`")
-    scipip: ScipipSpec = ScipipSpec()
-    chains: ChainsSpec = ChainsSpec()
+    scipip: ScipipSpec = Field(ScipipSpec(), description="settings of the `scipip` source's retrieval")
+    chains: ChainsSpec = Field(ChainsSpec(), description="settings of the `chains` source")
     independence_threshold: float = Field(0.8, gt=0, le=1, description="an idea whose summary has "
                                           "cosine >= this with an idea in the bank is dropped")
     bank: Literal["ineffective", "ineffective_and_failed", "all_tried", "none"] = Field(
@@ -203,7 +215,9 @@ class LiteratureSpec(BaseModel):
         None, description="empty: the global choice")
     path: str | None = Field(None, description="the corpus/dump file (JSON lines, Parquet or the arXiv "
                              "metadata snapshot), absolute or relative to the topic folder")
-    format: Literal["auto", "jsonl", "parquet", "arxiv"] = "auto"
+    format: Literal["auto", "jsonl", "parquet", "arxiv"] = Field(
+        "auto", description="the file's format; auto: from its extension and fields (the arXiv snapshot is "
+        "recognised by its fields)")
     categories: list[str] = Field(default_factory=list, description="arXiv categories to keep, e.g. "
                                   "[cs.CV] or an archive [cs] (arXiv snapshot only)")
 
@@ -268,12 +282,17 @@ class ExecutionSpec(BaseModel):
 
 
 class TopicSpec(BaseModel):
+    """One research topic: the reference code the loop edits, how to run and score it, and the loop's budget."""
     model_config = ConfigDict(extra="forbid")
-    name: str
-    title: str
-    description: str
-    code: str = "experiment.py"
-    run: str
+    name: str = Field(description="the topic's name, equal to its folder's name: letters, digits, '_', '-' or "
+                      "'.' (at most 64)")
+    title: str = Field(description="a short title, shown to the LLM and in the UI")
+    description: str = Field(description="what the task is, its input and output, and what is measured; the LLM "
+                             "reads it to search papers and propose ideas")
+    code: str = Field("experiment.py", description="the one file the loop may edit, relative to the topic folder")
+    run: str = Field(description="the command that runs the experiment in the topic folder's copy; it must contain "
+                     "{out_dir} and write {out_dir}/final_info.json with the metrics ({seed}: the seed, needed "
+                     "for budget.seeds > 1)")
     check: str | None = Field(None, description="optional quick self-check run on every patch, "
                               "e.g. 'python experiment.py --dry_run --out_dir {out_dir}'")
     screen: str | None = Field(None, description="optional short run (e.g. fewer epochs) that ranks an idea's "
@@ -285,9 +304,9 @@ class TopicSpec(BaseModel):
                               "the run's own final_info.json is then ignored")
     hidden: list[str] = Field(default_factory=list, description="files (paths relative to the topic folder) "
                               "that only the scorer sees, e.g. test labels: runs get a workspace without them")
-    metric: MetricSpec
-    budget: Budget = Budget()
-    ideation: IdeationSpec = IdeationSpec()
+    metric: MetricSpec = Field(description="the metric the verdicts are decided on")
+    budget: Budget = Field(Budget(), description="rounds, ideas, repairs, seeds and run limits")
+    ideation: IdeationSpec = Field(IdeationSpec(), description="where ideas come from and how they are filtered")
     literature: LiteratureSpec | None = Field(None, description="this topic's paper source; empty: the global one")
     execution: ExecutionSpec | None = Field(None, description="where this topic's attempts run (local | ray) and "
                                             "what one asks Ray for; empty: the environment's choice")
