@@ -38,18 +38,26 @@ lock: $(VENV)/.installed
 	  --extra test --extra dev --extra ray --build-deps-for editable --no-emit-index-url --no-emit-find-links \
 	  --output-file $(LOCK) pyproject.toml
 
-# bubblewrap sandboxes the code the LLM writes; dataset-fashion-mnist holds the
-# image_classification topic's data; postgresql, chromium and chromium-driver serve the
-# PostgreSQL-storage and browser tests (Debian packages; needs root or sudo once).
+# Debian packages, installed only when missing (needs root or sudo once): $(APT_INSTALL) installs $$pkgs.
+APT_INSTALL = [ -z "$$pkgs" ] || { echo "== installing$$pkgs"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$pkgs >/dev/null; }
+
+# What a run needs: bubblewrap sandboxes the code the LLM writes; dataset-fashion-mnist holds the
+# image_classification topic's data.
 system-deps:
 	@pkgs=""; command -v bwrap >/dev/null || pkgs="$$pkgs bubblewrap"; \
 	  test -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz || pkgs="$$pkgs dataset-fashion-mnist"; \
-	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
+	  $(APT_INSTALL)
+
+# What only the tests need: postgresql, chromium and chromium-driver serve the PostgreSQL-storage and
+# browser tests (tests/system_deps.py installs or skips when one is missing outside `make test`).
+.PHONY: test-deps
+test-deps:
+	@pkgs=""; ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
 	  test -x /usr/bin/chromium || pkgs="$$pkgs chromium"; \
 	  test -x /usr/bin/chromedriver || pkgs="$$pkgs chromium-driver"; \
-	  [ -z "$$pkgs" ] || { echo "== installing$$pkgs"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$pkgs >/dev/null; }
+	  $(APT_INSTALL)
 
 run: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
@@ -58,8 +66,17 @@ run: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
+# The manual (mkdocs.yml, docs/): built with --strict into build/site/; docs-reference rewrites the pages
+# generated from schemas/topic.py and resources/settings.py (tests/test_docs.py checks both are current).
+.PHONY: docs docs-reference
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+docs-reference: $(VENV)/.installed
+	$(PY) docs/gen_reference.py
+
 # pytest's exit status fails the target (5, no tests collected, included), and so .ci/run.
-test: setup lint
+test: setup test-deps lint
 	$(PY) -m resources.local_llm fetch --model $(TEST_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(TEST_MODEL) $(PY) -m pytest -q $(PYTEST_ARGS)
 

@@ -1,4 +1,4 @@
-"""Debian packages some slow tests need (PostgreSQL, Chromium): `make system-deps` installs them;
+"""Debian packages some slow tests need (PostgreSQL, Chromium): `make test-deps` (part of `make test`) installs them;
 a test that finds one missing installs it with apt-get when running as root, else skips saying why."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 def apt_install_or_skip(*packages: str) -> None:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         pytest.skip(f"missing Debian packages {' '.join(packages)} and no root/apt-get to install them: "
-                    f"run `make system-deps` (or apt-get install {' '.join(packages)})")
+                    f"run `make test-deps` (or apt-get install {' '.join(packages)})")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
