@@ -86,67 +86,16 @@ test-fast: setup lint
 ui: setup
 	RESEARCHLOOP_LOCAL_MODEL=$${RESEARCHLOOP_LOCAL_MODEL:-$(RUN_MODEL)} $(PY) -m pipelines.ui
 
+# Benchmarks (bench/RESULTS.md): `make bench` is the baseline and a two-round loop; `make bench-NAME
+# ARGS="..."` runs `python -m bench NAME ARGS`, and `python -m bench` lists the names.
 bench: setup
-	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
-	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.run_bench
+	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench run --topic $(TOPIC) --rounds $(ROUNDS)
 
-# one benchmark: make bench-ranking | bench-filtering | bench-independence | bench-repair |
-# bench-parallel | bench-topics | bench-loop | bench-null | bench-implementation | bench-speculative | bench-index (each writes its raw record and
-# rewrites its own section of bench/RESULTS.md; `make bench` writes the section make-bench)
-# bench-effectiveness: `researchloop run` for 3 rounds on every shipped topic on a fresh DAGSTER_HOME (hours
-# on the local model): bench/records/effectiveness.json and the section effectiveness (issue 14's goals)
-# bench-sources (via bench-%): diabetes_regression for 3 rounds with each idea source alone (ranking, scipip,
-# chains, brainstorm; the Idea Arena on), each on a fresh DAGSTER_HOME (hours per source on the local model):
-# bench/records/sources.json and the section sources (issue 16: per source ideas, implemented, verified
-# improvements, best gain, tokens per idea; Spearman of Arena ratings against measured gains)
-# bench-ranking-similarity: the embedding-only ranking rules on every labelled candidate, no LLM (a minute):
-# bench/records/ranking_similarity_all.json and the section ranking_similarity
 bench-ranking-similarity: setup
-	$(PY) -m bench.ranking_bench --similarity-only
-
-# bench-attributes (via bench-%): the attribute mode's task / input / output answers for 4 papers of every
-# development topic on the local model, copies of the title or abstract before and after the re-ask
-# in two variants, the corpus summaries as they are and cut before their stated "Task: ..." (about 8 + 25 min on
-# the loaded 2-core VM): bench/records/ranking_attributes.json and the section ranking_attributes
-
-# bench-second-look: the seed rule's false- and true-improvement rates with and without the second look,
-# simulated through verdicts.py (a minute, no LLM): bench/records/second_look.json and the section second_look
-bench-second-look: setup
-	$(PY) -m bench.second_look_bench
-
-# bench-headroom: every one-knob move of each shipped topic's baseline, run on the topic's seeds and judged by the
-# loop's verdict rule, no LLM (minutes to an hour): bench/records/headroom.json and the section headroom
-bench-headroom: setup
-	$(PY) -m bench.headroom_bench
-
-# bench-embed-parallel: the real embedder's papers/s building a generated dump's embedding chunks with 1 and 2
-# local workers (RESEARCHLOOP_EMBED_WORKERS; minutes, no LLM): bench/records/embed_parallel.json and the
-# section embed_parallel
-bench-embed-parallel: setup
-	$(PY) -m bench.embed_parallel_bench
-
-# bench-ann-real: the dump index's HNSW against the exact search on real paper embeddings (the conference
-# paper lists of papercopilot/paperlists, checked out at PAPERLISTS; about an hour to embed 50k papers on
-# 2 cores, resumable): bench/records/ann_real.json and the section ann_real
-PAPERLISTS ?= /tmp/pl
-ANN_PAPERS ?= 49152
-bench-ann-real: setup
-	$(PY) -m bench.ann_real_bench --lists $(PAPERLISTS) --max-papers $(ANN_PAPERS)
-
-# bench-merge: every pair of ideas of a round that ran, in the record stores of earlier loops (STORES: comma-separated
-# work folders, e.g. bench-effectiveness's --work), merged as the carry-over of a win does (seconds, no LLM, no run):
-# bench/records/merge.json and the section merge; FROM_RECORD=1 .venv/bin/python -m bench.merge_bench re-renders it
-bench-merge: setup
-	$(PY) -m bench.merge_bench --stores $(STORES)
-
-# bench-repair-replay: every idea earlier loops lost to an error (STORES: comma-separated work folders), given the
-# mechanical repair candidates (no LLM) and a real dry run each: bench/records/repair_replay.json, section repair_replay
-bench-repair-replay: setup
-	$(PY) -m bench.repair_replay --stores $(STORES)
+	$(PY) -m bench ranking --similarity-only
 
 bench-%: setup
-	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
-	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench.$*_bench
+	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(PY) -m bench $* $(ARGS)
 
 clean-runtime:
 	find dagster_home -mindepth 1 -maxdepth 1 ! -name dagster.yaml ! -name README.md -exec rm -rf {} +

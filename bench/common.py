@@ -1,8 +1,8 @@
 """Shared by the benchmark scripts: the machine line, the raw record each benchmark writes
 (bench/records/<name>.json: what its section's figures are computed from), the provenance lines
-every section starts with, and writing a named section of bench/RESULTS.md (between
-`<!-- bench:NAME:begin -->` and `<!-- bench:NAME:end -->`), so each benchmark rewrites only its
-own section."""
+every section starts with, and writing a named section of a benchmark's page
+(bench/results/<benchmark>.md, between `<!-- bench:NAME:begin -->` and `<!-- bench:NAME:end -->`),
+so each benchmark rewrites only its own sections."""
 from __future__ import annotations
 
 import datetime as dt
@@ -12,7 +12,8 @@ import platform
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "RESULTS.md"
+RESULTS = ROOT / "bench" / "RESULTS.md"   # the headline table and the index of the pages
+PAGES = ROOT / "bench" / "results"        # one page per benchmark, and archive.md
 RECORDS = ROOT / "bench" / "records"
 
 
@@ -27,17 +28,57 @@ def today() -> str:
     return dt.date.today().isoformat()
 
 
-def write_section(name: str, body: str, results: Path = RESULTS) -> str:
-    """Replace (or append) the section `name` of RESULTS.md with `body`; returns the section."""
-    begin, end = f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+def page_path(page: str | Path) -> Path:
+    """A page by its benchmark's name (bench/results/NAME.md), or a file given as a path."""
+    return page if isinstance(page, Path) else PAGES / f"{page}.md"
+
+
+def _marks(name: str) -> tuple[str, str]:
+    return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+
+
+def _without(text: str, name: str) -> str:
+    begin, end = _marks(name)
+    head, _, rest = text.partition(begin)
+    return head.rstrip() + "\n\n" + rest.split(end, 1)[1].lstrip() if begin in text else text
+
+
+def write_section(name: str, body: str, page: str | Path) -> str:
+    """Replace (or append) the section `name` of a page with `body`; returns the section. A page of
+    bench/results/ gets its header from the registry, loses the section from any other page there
+    (a section measured again is current: it leaves the archive), and bench/RESULTS.md is rewritten
+    (bench/results.py)."""
+    from bench.results import page_header, write_index
+
+    path = page_path(page)
+    begin, end = _marks(name)
     section = f"{begin}\n{body.rstrip()}\n{end}"
-    text = results.read_text() if results.exists() else "# Benchmarks\n"
+    ours = path.resolve().parent == PAGES.resolve()
+    if ours:
+        for other in sorted(PAGES.glob("*.md")):
+            if other.resolve() != path.resolve() and begin in (t := other.read_text()):
+                other.write_text(_without(t, name).rstrip() + "\n")
+    text = path.read_text() if path.exists() else page_header(path.stem) + "\n"
     if begin in text and end in text:
         text = text.split(begin)[0] + section + text.split(end, 1)[1]
     else:
         text = text.rstrip() + "\n\n" + section + "\n"
-    results.write_text(text)
+    if ours:  # the header (everything before the first section) is the registry's
+        text = page_header(path.stem) + "\n\n" + text[text.index("<!-- bench:"):]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if ours:
+        write_index()
     return section
+
+
+def find_section(name: str, pages: Path = PAGES) -> tuple[Path, str] | None:
+    """The page holding section `name` and the section's text between its markers, or None."""
+    begin, end = _marks(name)
+    for path in sorted(pages.glob("*.md")):
+        if begin in (text := path.read_text()):
+            return path, text.split(begin, 1)[1].split(end, 1)[0].strip()
+    return None
 
 
 def repo_path(path: Path) -> str:
@@ -58,50 +99,30 @@ def read_record(name: str, records: Path = RECORDS) -> dict:
     return json.loads((records / f"{name}.json").read_text())
 
 
-def rerender(record: str, section: str, render) -> int:
+def rerender(record: str, section: str, render, page: str) -> int:
     """A section rendered again from its committed record (no measuring): the record rewritten in the
     canonical form, the section replaced; returns 0 (a main's exit status)."""
     rec = read_record(record)
     body = render(rec)
     write_record(record, rec)
-    print(write_section(section, body))
+    print(write_section(section, body, page))
     return 0
 
 
-def publish(record: str, section: str, rec: dict, render, write: bool = True) -> int:
+def publish(record: str, section: str, rec: dict, render, page: str, write: bool = True) -> int:
     """A fresh measurement's section printed and, unless `write` is false, its record and section
     written; returns 0 (a main's exit status)."""
     body = render(rec)
     print(body)
     if write:
         write_record(record, rec)
-        write_section(section, body)
+        write_section(section, body, page)
     return 0
 
 
 def provenance(script: str, record: str, measured: str, sample: str) -> str:
-    """The lines every section of RESULTS.md starts with (tests/test_bench_records.py checks them):
+    """The lines every section of a page starts with (tests/bench/test_bench_records.py checks them):
     the script that made its figures, the committed raw record they come from, when and on what
     machine, and whether the figures are in-sample (anything was tuned on this data) or held-out."""
     return "\n".join([f"- Script: `{script}`", f"- Record: `{record}`", f"- Measured: {measured}",
                       f"- Sample: {sample}"])
-
-
-def stores_cli(doc: str, argv: list[str] | None, record: str, section: str, render) -> tuple[list[str], bool] | int:
-    """The command line of the benches that read the folders of earlier loops: `--stores A,B` (loop work
-    folders or record stores) and `--no-write`, or FROM_RECORD=1 to re-render the section. Returns
-    (stores, write), or a main's exit status when there is nothing to measure."""
-    import argparse
-    import os
-    import sys
-
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    ap.add_argument("--stores", default="", help="comma-separated folders: loop work folders or record stores")
-    ap.add_argument("--no-write", action="store_true", help="print the section, write neither record nor section")
-    args = ap.parse_args(argv)
-    if os.environ.get("FROM_RECORD"):
-        return rerender(record, section, render)
-    if not args.stores:
-        print("--stores is required (or FROM_RECORD=1 to re-render)", file=sys.stderr)
-        return 2
-    return args.stores.split(","), not args.no_write

@@ -1,4 +1,4 @@
-"""Does the loop find improvements? (issue 14, "Done when"): the real loop on every shipped topic
+"""Does the loop find improvements? The real loop on every shipped topic
 for a few rounds, then what its records say, round by round.
 
 For each topic (default: every folder of experiments/ with a topic.yaml) `researchloop run
@@ -25,10 +25,10 @@ The raw record (default bench/records/effectiveness.json) holds every round's id
 patch drafts (diffs), runs (attempts), verdicts and best code (without the code) with their ids,
 the table rows, date, machine, model and whether each topic is held-out. It is written after
 each topic (`complete: false` until all are done). The Markdown section "effectiveness" of
-bench/RESULTS.md is rendered from the record (only when the record is the default one).
+bench/results/effectiveness.md is rendered from the record (only when the record is the default one).
 
     .venv/bin/python -m bench.effectiveness_bench [--topics a,b] [--rounds 3] [--out FILE] [--work DIR]
-    make bench-effectiveness                                  # the same, with the local model
+    python -m bench effectiveness [ARGS]                      # the same (make bench-effectiveness)
     FROM_RECORD=1 .venv/bin/python -m bench.effectiveness_bench   # re-render the section only
     .venv/bin/python -m bench.effectiveness_bench --merge a.json,b.json   # topics run side by side, one record
 """
@@ -47,14 +47,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.common import RECORDS, RESULTS, ROOT, machine, provenance, repo_path, today, write_section
+from bench.common import RECORDS, ROOT, machine, page_path, provenance, repo_path, today, write_section
 
 SCRIPT = "bench/effectiveness_bench.py"
 RECORD = "effectiveness"
 SECTION = "effectiveness"
-TITLE = "Effectiveness: does the loop find improvements (issue 14)"
-NO_OP_GOAL = 0.20        # issue 14: no-op patches <= 20%
-OVERHEAD_GOAL = 0.05     # issue 14: orchestration overhead <= 5% of a round
+TITLE = "Effectiveness: does the loop find improvements"
+NO_OP_GOAL = 0.20        # the goal: no-op patches <= 20%
+OVERHEAD_GOAL = 0.05     # the goal: orchestration overhead <= 5% of a round
 DIFF_CHARS = 4000        # a diff kept in the record is cut to this
 
 # Whether a topic is held-out for this benchmark: nothing the loop does was tuned on it. Decided
@@ -194,7 +194,7 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
         "topic": topic, "round": rk, "budget": budget,
         "proposed": len(ideas), "proposed_refill": sum(i.proposal > 0 for i in ideas), "proposals": n_props,
         "kept": n_kept, "kept_refill": sum(i.kept and i.proposal > 0 for i in ideas),
-        # kept ideas that name a paper of the round's literature as their inspiration (issue 15)
+        # kept ideas that name a paper of the round's literature as their inspiration
         "kept_citing_papers": sum(bool(i.inspired_by_papers) for i in kept),
         "dropped_as_repeats": sum((i.drop_reason or "").startswith(f"{REPEATS} ") for i in ideas),
         "patches": len(patches), "implemented": sum(p.status == "ok" for p in patches), "no_op": len(no_op),
@@ -340,7 +340,7 @@ def _ci(ci) -> str:
 
 
 def render(rec: dict) -> str:
-    """The section "effectiveness" of bench/RESULTS.md from the record."""
+    """The section "effectiveness" of bench/results/effectiveness.md from the record."""
     sample = "; ".join(f"{t['topic']}: {'held-out' if t['held_out'] else 'in-sample (' + t['in_sample_because'] + ')'}"
                        for t in rec["topics"])
     table = ["| topic | round | proposed (refill) | kept / budget | implemented | no-op | ran | verified improvements "
@@ -413,15 +413,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=float, default=6.0, help="give up on a topic after this long")
     ap.add_argument("--merge", default="", help="comma-separated records of earlier runs (one topic each, run side "
                     "by side): write their topics as one record to --out and render it; runs nothing")
-    ap.add_argument("--results", default="", help="the RESULTS.md to write the section into (default: "
-                    "bench/RESULTS.md when --out is the default record or --section is given, else none)")
+    ap.add_argument("--page", default="", help="the page to write the section into (default: "
+                    "bench/results/effectiveness.md when --out is the default record or --section is given, else none)")
     ap.add_argument("--section", default="", help=f"the section's name (default: {SECTION}); a record written "
                     "elsewhere (--out) gets a section only when this names one")
     ap.add_argument("--title", default="", help=f"the section's heading, kept in the record (default: {TITLE})")
     args = ap.parse_args(argv)
     out = Path(args.out)
     default_out = out.resolve() == (RECORDS / f"{RECORD}.json").resolve()
-    results = Path(args.results) if args.results else (RESULTS if default_out or args.section else None)
+    page = Path(args.page) if args.page else (page_path(SECTION) if default_out or args.section else None)
     if args.merge:  # topics run as separate benchmarks (one process each), in one record
         rec = merge_records([json.loads(Path(f).read_text()) for f in args.merge.split(",")])
         out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
@@ -437,8 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
     body = render(rec)
     print(body)
-    if results is not None:
-        write_section(args.section or SECTION, body, results)
+    if page is not None:
+        write_section(args.section or SECTION, body, page)
     return 0 if rec.get("complete") else 1
 
 

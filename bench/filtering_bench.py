@@ -6,7 +6,7 @@ assets.filtered_ideas.novelty.novelty_check).
     DAGSTER_HOME=/tmp/rl_bench_home .venv/bin/python -m bench.filtering_bench
 
 The LLM cache lives under DAGSTER_HOME: a re-run with the same home asks the model nothing
-and, when every call came from the cache, prints the table without rewriting RESULTS.md or the
+and, when every call came from the cache, prints the table without rewriting its page or the
 record (bench/records/filtering.json: every idea's filter outcome, time and LLM calls)."""
 from __future__ import annotations
 
@@ -107,14 +107,14 @@ def main() -> None:
         *rows,
     ])
     if tot["llm_calls"] and tot["llm_cached_calls"] == tot["llm_calls"]:
-        print(body + "\n\n(every call came from the cache: RESULTS.md left as it is)")
+        print(body + "\n\n(every call came from the cache: the page left as it is)")
         return
     write_record("filtering", {
         "script": "bench/filtering_bench.py", "date": today(), "machine": machine(), "model": llm.model_name(),
         "topic": TOPIC, "wall_s": round(wall, 1), "usage": tot,
         "ideas": [{**o.model_dump(), "seconds": round(per_idea.get(o.name, (0.0, 0))[0], 1),
                    "llm_calls": per_idea.get(o.name, (0.0, 0))[1]} for o in out]})
-    print(write_section("filtering", body))
+    print(write_section("filtering", body, "filtering"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""How far can the tuning source's first step go? (issue 14): every one-knob move of a topic's baseline,
+"""How far can the tuning source's first step go? Every one-knob move of a topic's baseline,
 run on the topic's seeds and judged by the loop's own verdict rule, with no LLM.
 
 For each topic, each knob the `tuning` source finds in the baseline code (assets/ideas/tuning.py
@@ -10,7 +10,7 @@ is an improvement cannot get one from the tuning source's first step, whatever i
 improvements must come from the LLM's ideas (a change of structure) or from moves stacked on a win.
 
 Writes bench/records/headroom.json (every move: its values per seed, the verdict and its reason) and
-the section headroom of bench/RESULTS.md; a record written elsewhere (--out) gets a section only when
+the section headroom of bench/results/headroom.md; a record written elsewhere (--out) gets a section only when
 --section names one (its heading --title, kept in the record).
 
     .venv/bin/python -m bench.headroom_bench [--topics a,b] [--out bench/records/headroom.json]
@@ -30,7 +30,7 @@ from pathlib import Path
 from bench.common import RECORDS, machine, provenance, repo_path, today, write_section
 
 SCRIPT = "bench/headroom_bench.py"
-TITLE = "Headroom of the tuning source's first step (issue 14)"
+TITLE = "Headroom of the tuning source's first step"
 SHIPPED = ("image_classification", "pointcloud_classification", "sentiment_classification", "diabetes_regression")
 
 
@@ -159,7 +159,7 @@ def section(rec: dict) -> str:
 
 
 def section_name(out: Path, name: str = "") -> str:
-    """The RESULTS.md section a record written to `out` renders to: `name` when given, else "headroom" for
+    """The section a record written to `out` renders to: `name` when given, else "headroom" for
     the default record and none ("") for a record written elsewhere."""
     return name or ("headroom" if out.resolve() == (RECORDS / "headroom.json").resolve() else "")
 
@@ -168,7 +168,7 @@ def finish(rec: dict, out: Path, name: str = "") -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
     if name := section_name(out, name):
-        print(write_section(name, section(rec)))
+        print(write_section(name, section(rec), "headroom"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=0, help="after the single moves, run up to this many pairs of "
                     "moves on two knobs whose singles were not declines, the largest summed gains first (default 0)")
     ap.add_argument("--merge", default="", help="comma-separated records of earlier runs to join into --out")
-    ap.add_argument("--section", default="", help="the RESULTS.md section to write (default: headroom for the "
-                    "default --out, none otherwise)")
+    ap.add_argument("--section", default="", help="the section of bench/results/headroom.md to write (default: "
+                    "headroom for the default --out, none otherwise)")
     ap.add_argument("--title", default="", help=f"the section's heading (default: {TITLE})")
     ap.add_argument("--sample", default="diabetes_regression: in-sample (the swap families were written after a "
                     "probe of model swaps on it); image_classification and pointcloud_classification: in-sample (the "

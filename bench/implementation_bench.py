@@ -1,4 +1,4 @@
-"""RD2Bench-style implementation metrics (issue 16) on the tasks of bench/implementation/: the LLM
+"""RD2Bench-style implementation metrics on the tasks of bench/implementation/: the LLM
 gets each task's signature and description (never the ground truth), its code runs in the
 project's sandbox on the same random inputs as the ground truth, and the attempts are scored by
 bench/implementation/metrics.py: execution, format, correlation and value accuracy of the outputs,
@@ -13,7 +13,7 @@ seeds 1, 2, ...), as RD2Bench reports the average and the best over independent 
 answer runs alone in its own sandboxed process. The LLM cache lives in DAGSTER_HOME (default
 /tmp/rl_impl_home), so a re-run with the same prompts asks the model nothing. Writes
 bench/records/implementation[_<model>].json and the section implementation[-<model>] of
-bench/RESULTS.md (the local model: no suffix)."""
+bench/results/implementation.md (the local model: no suffix)."""
 from __future__ import annotations
 
 import os
@@ -134,10 +134,10 @@ def main() -> None:
            "attempts": attempts, "wall_s": round(time.monotonic() - t0, 1), **out}
     rec["summary"] = summarize(_scores(rec["rows"]))
     if all(r["cached"] for r in rec["rows"]):
-        print(render(rec) + "\n\n(every answer came from the cache: record and RESULTS.md left as they are)")
+        print(render(rec) + "\n\n(every answer came from the cache: record and page left as they are)")
         return
     write_record(name, rec)
-    print(write_section(name.replace("_", "-"), render(rec)))
+    print(write_section(name.replace("_", "-"), render(rec), "implementation"))
 
 
 if __name__ == "__main__":

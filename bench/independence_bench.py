@@ -151,7 +151,7 @@ def main() -> None:
         print("record:", write_record(RECORD, rec))
     for p in sorted(rec["pairs"], key=lambda x: -x["cosine"]):
         print(f"{p['cosine']:.3f} {p['id']} {p['kind']}")
-    print(write_section("independence", render(rec)))
+    print(write_section("independence", render(rec), "independence"))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ model (RESEARCHLOOP_LOCAL_MODEL, default the shipped 1.5B) with an empty respons
 
 Writes per round: ideas, verdicts, improvement rate, best metric vs baseline, wall time, LLM
 tokens, cost per idea (zero for the local model, and what the same tokens would cost at
-gpt-4o / gpt-4o-mini prices) into bench/RESULTS.md (section "loop"), and which sensor started
+gpt-4o / gpt-4o-mini prices) into bench/results/loop.md (section "loop"), and which sensor started
 every run.
 
     .venv/bin/python -m bench.loop_bench [--rounds 3] [--topic pointcloud_classification] [--hours 2]
@@ -203,7 +203,7 @@ def main(argv=None) -> int:
         write_record("loop", {"script": "bench/loop_bench.py", "date": today(), "machine": machine(),
                               "topic": args.topic, "rounds": args.rounds, "model": model, "outcome": outcome,
                               "wall_s": round(wall, 1), "round_rows": rows, "runs": runs})
-        write_section("loop", body)
+        write_section("loop", body, "loop")
     return 0 if outcome == "done" else 1
 
 

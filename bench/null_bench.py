@@ -1,5 +1,5 @@
 """How often the verdict rule calls a change that does nothing an improvement, and how often it
-still finds a change that really helps a little (issue 13).
+still finds a change that really helps a little.
 
 Null ideas are patches that change nothing but the random stream of the experiment: half of
 them offset the torch seed (`torch.manual_seed(args.seed + 1000 * k)`), half draw and discard k
@@ -11,7 +11,7 @@ Runner), `repeat_seeds` (seeds 1..n-1 only when seed 0 beats the baseline's mean
 
 Writes bench/null_results.json (every seed value and verdict, rewritten after each trial, so
 a killed run resumes from the runs memoised under dagster_home/bench/null/) and the section
-"verdicts" of bench/RESULTS.md.
+"verdicts" of bench/results/null.md.
 
     nice -n 10 .venv/bin/python -m bench.null_bench [--nulls 24] [--improvements 10] [--improvement ensemble2]
 """
@@ -23,7 +23,7 @@ import math
 import sys
 import time
 
-from bench.common import ROOT, machine, today, write_section
+from bench.common import ROOT, machine, provenance, today, write_section
 
 TOPIC = "sentiment_classification"
 RECORD = ROOT / "bench" / "null_results.json"
@@ -94,11 +94,11 @@ def main() -> int:
     ap.add_argument("--nulls", type=int, default=24)
     ap.add_argument("--improvements", type=int, default=10)
     ap.add_argument("--improvement", default="ensemble2", choices=sorted(IMPROVEMENTS))
-    ap.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md")
-    ap.add_argument("--report-only", action="store_true", help="rewrite the RESULTS.md section from the record")
+    ap.add_argument("--no-write", action="store_true", help="do not touch the page")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the section from the record")
     args = ap.parse_args()
     if args.report_only:
-        write_section("verdicts", report(json.loads(RECORD.read_text())))
+        write_section("verdicts", report(json.loads(RECORD.read_text())), "null")
         return 0
 
     from assets.feedback_summary.verdicts import ALPHA, judge, judge_seeds, seed_summary
@@ -140,7 +140,7 @@ def main() -> int:
             verdict, reason, c = judge_seeds(r.seed_values, base.seed_values, goal, tol)
             row.update(verdict=verdict, reason=reason, n_seeds=c.n_idea, mean_diff=c.mean_diff, ci_low=c.ci_low,
                        ci_high=c.ci_high, p_value=c.p_better, test=c.test,
-                       # the rule before issue 13: seed 0 against the baseline's seed 0, tolerance only
+                       # the earlier rule: seed 0 against the baseline's seed 0, tolerance only
                        old_rule_verdict=judge(r.seed_values[0], base.seed_values[0], goal, tol)[0])
         trials.append(row)
         save()
@@ -162,7 +162,7 @@ def main() -> int:
               improved_patch(ref, args.improvement, 100 + k))
     save()
     if not args.no_write:
-        write_section("verdicts", report(json.loads(RECORD.read_text())))
+        write_section("verdicts", report(json.loads(RECORD.read_text())), "null")
     return 0
 
 
@@ -179,7 +179,7 @@ def fmt(v: float | None) -> str:
 
 
 def report(rec: dict) -> str:
-    """The RESULTS.md section from the record."""
+    """The section "verdicts" from the record."""
     nulls = [t for t in rec["trials"] if t["group"] == "null" and t["status"] == "success"]
     imps = [t for t in rec["trials"] if t["group"] == "improvement" and t["status"] == "success"]
     fi = sum(t["verdict"] == "improvement" for t in nulls)
@@ -229,8 +229,9 @@ def report(rec: dict) -> str:
               "The 3 baseline seeds are shared by every comparison, so their luck moves every verdict the same "
               "way (here they sit above the null ideas' mean, which makes improvements harder and declines easier).")
     lines = [
-        f"## Verdicts: false improvements on null ideas, detection of a small real gain ({rec['date']}, "
-        f"{rec['machine']})",
+        "## Verdicts: false improvements on null ideas, detection of a small real gain", "",
+        provenance("bench/null_bench.py", "bench/null_results.json", f"{rec['date']} on {rec['machine']}",
+                   "in-sample: the rule and the real change were chosen on this topic"),
         "", intro, "",
         "| ideas | trials | judged improvement (new rule) | 95% interval (Wilson) | old rule (1 seed, tolerance) |",
         "|---|---|---|---|---|", null_row, imp_row, "", effect, "",
@@ -245,7 +246,7 @@ def report(rec: dict) -> str:
         lines.append(f"| {t['name']} | {t['kind']} | {', '.join(f'{v:.4f}' for v in t['seed_values'])} | "
                      f"{t['verdict']} | {fmt(t['mean_diff'])} | {ci} | "
                      f"{'' if t['p_value'] is None else format(t['p_value'], '.3g')} | {t['old_rule_verdict']} |")
-    lines += ["", "`nice -n 10 .venv/bin/python -m bench.null_bench`; record: `bench/null_results.json`"]
+    lines += ["", "Run: `nice -n 10 python -m bench null`."]
     return "\n".join(lines)
 
 

@@ -25,7 +25,7 @@ modes are scored from those answers without further LLM calls:
 LLM answers are cached under DAGSTER_HOME (default /tmp/rl_bench_home); the first, uncached run's
 timings are kept in $DAGSTER_HOME/ranking_request_timings.json. Record: bench/records/ranking_loto.json
 (every paper's answers and scores, the tuned values, the verdicts, timings); section "ranking" of
-bench/RESULTS.md is rendered from it.
+bench/results/ranking.md is rendered from it.
 """
 from __future__ import annotations
 
@@ -43,12 +43,13 @@ from bench.common import machine, provenance, publish, read_record, rerender, to
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ROOT / "bench" / "labels"
+PAGE = "ranking"   # bench/results/ranking.md
 os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_bench_home")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 LABELLED_ALL = 200      # a label file this long labels the corpus, not a candidate list
 RETRIEVED = 50          # then: the top papers the corpus search returns for the topic
-TARGET_PRECISION, TARGET_RECALL = 0.8, 0.6   # issue 15's goal, macro over held-out topics
+TARGET_PRECISION, TARGET_RECALL = 0.8, 0.6   # the goal, macro over held-out topics
 SIGNAL_MODES = ("combined", "yesno", "similarity")
 GRIDS = {   # the keep-from threshold of each mode, the combination's weight, centring on the topic's papers
     "yesno": {"centred": [False, True], "keep_from": [round(0.3 + 0.025 * i, 3) for i in range(25)]},
@@ -499,7 +500,7 @@ def render(rec: dict) -> str:
 # candidates (within `delta` of the best one, the top `share`, a z-score). Each rule's one value is tuned
 # on six topics and applied to the seventh (leave-one-topic-out, the objective of `tune`); the values tuned
 # on all seven are reported as in-sample. Record: bench/records/ranking_similarity_all.json, section
-# "ranking_similarity" of bench/RESULTS.md.
+# "ranking_similarity" of bench/results/ranking.md.
 
 SIMILARITY_RECORD, SIMILARITY_SECTION = "ranking_similarity_all", "ranking_similarity"
 
@@ -630,7 +631,7 @@ def abstract_sentences(abstract: str, min_chars: int = 20) -> list[str]:
 def sentence_similarities(brief, papers: list, embedder) -> list[float]:
     """Per paper, the highest cosine between the topic (title and description) and one sentence of
     its abstract: a paper on the topic's task usually says so in one sentence, which the whole
-    abstract's embedding dilutes with its other claims (bench/RESULTS.md "ranking by similarity")."""
+    abstract's embedding dilutes with its other claims (bench/results/ranking.md "ranking by similarity")."""
     from assets.paper_rankings.prompts import topic_text
 
     if not papers:
@@ -830,7 +831,7 @@ def similarity_only(args) -> int:
     """The `--similarity-only` run: cosines for every labelled candidate, the rules analysed, the record
     and section written (or, with --render, re-rendered from the committed record). No LLM call."""
     if args.render:
-        return rerender(SIMILARITY_RECORD, SIMILARITY_SECTION, render_similarity)
+        return rerender(SIMILARITY_RECORD, SIMILARITY_SECTION, render_similarity, PAGE)
     from pipelines.definitions import build_resources
     from resources.literature import load_corpus
 
@@ -846,7 +847,7 @@ def similarity_only(args) -> int:
            "target": {"precision": TARGET_PRECISION, "recall": TARGET_RECALL},
            "rules": {r: {"value": v, "grid": g, "keeps": w} for r, (v, g, w) in SIMILARITY_RULES.items()},
            "topics": [similarity_topic(e, embedder, literature, corpus) for e in entries]}
-    return publish(SIMILARITY_RECORD, SIMILARITY_SECTION, rec, render_similarity, write=not args.no_write)
+    return publish(SIMILARITY_RECORD, SIMILARITY_SECTION, rec, render_similarity, PAGE, write=not args.no_write)
 
 
 def main(argv=None) -> int:
@@ -859,7 +860,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-attributes", action="store_true", help="the same as --attributes 0")
     ap.add_argument("--attributes-topics", default="", help="comma-separated topics the attribute and naive modes "
                     "rank (default: all)")
-    ap.add_argument("--no-write", action="store_true", help="print, do not write the record or bench/RESULTS.md")
+    ap.add_argument("--no-write", action="store_true", help="print, do not write the record or the page")
     ap.add_argument("--render", action="store_true", help="re-render the section from the committed record")
     ap.add_argument("--similarity-only", action="store_true",
                     help="the embedding-only rules on every labelled candidate, no LLM call (record "
@@ -871,7 +872,7 @@ def main(argv=None) -> int:
         rec = read_record("ranking_loto")
         body = render(rec)
         write_record("ranking_loto", rec)
-        print(write_section("ranking", body))
+        print(write_section("ranking", body, PAGE))
         return 0
 
     from pipelines.definitions import build_resources
@@ -897,7 +898,7 @@ def main(argv=None) -> int:
     print(body)
     if not args.no_write:
         write_record("ranking_loto", rec)
-        write_section("ranking", body)
+        write_section("ranking", body, PAGE)
     return 0
 
 

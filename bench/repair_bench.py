@@ -14,7 +14,7 @@ and the full run's outcome and the final code.
 LLM time is scarce: the LLM cache lives in a fixed DAGSTER_HOME (/tmp/rl_repair_home), so a
 re-run with unchanged prompts costs no model time, and the bench stops starting variants after
 DEADLINE_MIN minutes. Results: bench/repair_results.json and the "repair" section of
-bench/RESULTS.md (held-out suites of the other templates, SUITE=image | sentiment:
+bench/results/repair.md (held-out suites of the other templates, SUITE=image | sentiment:
 bench/repair_results_<suite>.json and section "repair-<suite>").
 
   .venv/bin/python -m bench.repair_bench                     # structure vs traceback, all variants
@@ -357,7 +357,7 @@ def suffix(suite: str) -> str:
 def publish(data: dict) -> None:
     body = render(data)
     if os.environ.get("NO_WRITE") != "1":
-        write_section("repair" + suffix(data.get("suite", "pointcloud")).replace("_", "-"), body)
+        write_section("repair" + suffix(data.get("suite", "pointcloud")).replace("_", "-"), body, "repair")
     print(body)
 
 

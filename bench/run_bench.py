@@ -1,18 +1,19 @@
-"""`make bench`: the loop's speed on this machine, written into bench/RESULTS.md, section
-"make-bench", from the record bench/records/make_bench.json.
+"""`make bench`: the loop's speed on this machine. The raw record bench/records/make_bench.json
+and the section "make-bench" of bench/results/run.md are rendered from it.
 
 1. the shipped topic's baseline run, sandboxed, timed (3 runs, seed 0: the metric must repeat);
 2. a whole loop (`researchloop run`, default 2 rounds) on the local model in a fresh
    DAGSTER_HOME (the LLM cache starts empty), with per-stage wall time and tokens.
 
-    TOPIC=pointcloud_classification ROUNDS=2 .venv/bin/python -m bench.run_bench
-    FROM_RECORD=1 .venv/bin/python -m bench.run_bench      # re-render the section only
+The record is written after the baseline (`complete: false`) and again after the loop, also when
+the loop fails: its exit code and the end of its output are results too.
 
-The other benchmarks have their own targets (`make bench-<name>`, bench/<name>_bench.py), each
-writing its own record and section.
+    python -m bench run [--topic pointcloud_classification] [--rounds 2] [--runs 3]   # make bench
+    FROM_RECORD=1 python -m bench run      # re-render the section from the record only
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -20,15 +21,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
-from bench.common import machine, provenance, read_record, today, write_record, write_section
+from bench.common import RECORDS, machine, provenance, read_record, today, write_record, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
+SCRIPT = "bench/run_bench.py"
 RECORD = "make_bench"
 SECTION = "make-bench"
+PAGE = "run"   # bench/results/run.md
+TAIL_LINES = 60   # lines of a failed loop's output kept in the record
 
 
 def bench_baseline(topic: str, runs: int = 3) -> list[dict]:
@@ -53,16 +56,24 @@ def bench_baseline(topic: str, runs: int = 3) -> list[dict]:
 
 
 def bench_loop(topic: str, rounds: int) -> dict:
+    """`researchloop run` in a subprocess on a fresh DAGSTER_HOME: its timings file (per-stage wall time
+    and tokens), wall time and exit code; when it wrote no timings, the end of its output."""
     with tempfile.TemporaryDirectory() as home:
         (Path(home) / "dagster.yaml").write_text((ROOT / "dagster_home" / "dagster.yaml").read_text())
         out = Path(home) / "timings.json"
         env = {**os.environ, "DAGSTER_HOME": home}
         t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "--topic", topic, "--rounds",
-                               str(rounds), "--timings", str(out)], cwd=ROOT, env=env, check=False)
-        if not out.exists():
-            raise SystemExit(f"researchloop run exited {proc.returncode} without writing its timings")
-        data = json.loads(out.read_text())
+        tail: deque[str] = deque(maxlen=TAIL_LINES)
+        with subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "--topic", topic, "--rounds",
+                               str(rounds), "--timings", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) as proc:
+            for line in proc.stdout:   # shown as it comes, its end kept
+                print(line, end="", flush=True)
+                tail.append(line)
+        data = json.loads(out.read_text()) if out.exists() else {
+            "model": "", "stages": [], "rounds": [],
+            "error": f"researchloop run exited {proc.returncode} without writing its timings",
+            "output_tail": "".join(tail)}
         data["wall_s"] = round(time.monotonic() - t0, 1)
         data["exit_code"] = proc.returncode
         return data
@@ -78,37 +89,54 @@ def stage_table(data: dict) -> str:
 
 
 def render(rec: dict) -> str:
-    base, loop, topic = rec["baseline"], rec["loop"], rec["topic"]
+    base, loop, topic = rec["baseline"], rec.get("loop"), rec["topic"]
     values = {b["value"] for b in base}
-    return "\n".join([
+    lines = [
         "## `make bench`: the shipped topic's baseline and a whole loop",
         "",
-        provenance("bench/run_bench.py", f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}",
+        provenance(SCRIPT, f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}",
                    "not a sample: timings of the shipped topic"),
         "",
         f"- baseline run of `{topic}` (sandboxed): median {statistics.median(b['wall_s'] for b in base):.1f} s "
         f"over {len(base)} runs (load average at the start: {', '.join(str(b['load']) for b in base)}); "
         f"{base[0]['metric']} {', '.join(str(v) for v in values)}"
         + (" (the same every run)" if len(values) == 1 else " (DIFFERS between runs)"),
-        f"- `researchloop run --topic {topic} --rounds {rec['rounds']}` with `{loop['model']}`, empty LLM cache: "
-        f"{loop['wall_s']:.0f} s wall, exit code {loop['exit_code']}"
-        + (f", stopped: {loop['stop_reason']}" if loop.get("stop_reason") else ""),
-        "",
-        stage_table(loop),
-    ])
+    ]
+    if loop is None:
+        return "\n".join([*lines, f"- `researchloop run --topic {topic} --rounds {rec['rounds']}`: not run (the "
+                                   "record was written after the baseline and the loop did not finish)"])
+    lines.append(f"- `researchloop run --topic {topic} --rounds {rec['rounds']}`"
+                 + (f" with `{loop['model']}`" if loop.get("model") else "") + ", empty LLM cache: "
+                 f"{loop['wall_s']:.0f} s wall, exit code {loop['exit_code']}"
+                 + (f", stopped: {loop['stop_reason']}" if loop.get("stop_reason") else ""))
+    if loop.get("error"):
+        return "\n".join([*lines, f"- {loop['error']}; the end of its output is in the record"])
+    return "\n".join([*lines, "", stage_table(loop)])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, records: Path = RECORDS, page: str | Path = PAGE) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--topic", default=os.environ.get("TOPIC", "pointcloud_classification"))
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", "2")))
+    ap.add_argument("--runs", type=int, default=3, help="baseline runs")
+    ap.add_argument("--no-write", action="store_true", help="print the section, write neither record nor page")
+    args = ap.parse_args(argv)
     if os.environ.get("FROM_RECORD") == "1":
-        rec = read_record(RECORD)
+        rec = read_record(RECORD, records)
     else:
-        topic = os.environ.get("TOPIC", "pointcloud_classification")
-        rounds = int(os.environ.get("ROUNDS", "2"))
-        rec = {"script": "bench/run_bench.py", "date": today(), "machine": machine(), "topic": topic,
-               "rounds": rounds, "baseline": bench_baseline(topic), "loop": bench_loop(topic, rounds)}
-        print("record:", write_record(RECORD, rec))
-    print(write_section(SECTION, render(rec)))
+        rec = {"script": SCRIPT, "date": today(), "machine": machine(), "topic": args.topic, "rounds": args.rounds,
+               "complete": False, "baseline": bench_baseline(args.topic, args.runs), "loop": None}
+        if not args.no_write:
+            print("record:", write_record(RECORD, rec, records), flush=True)
+        rec["loop"] = bench_loop(args.topic, args.rounds)
+        rec["complete"] = rec["loop"]["exit_code"] == 0
+    body = render(rec)
+    print(body)
+    if not args.no_write:
+        print("record:", write_record(RECORD, rec, records))
+        write_section(SECTION, body, page)
+    return 0 if rec.get("complete") else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

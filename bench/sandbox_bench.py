@@ -1,15 +1,20 @@
-"""What the sandbox hardening of issue 12 costs: start-up of one sandboxed `python -c pass`
-(median of N, the runner before the hardening vs now, and unsandboxed for scale), and the
-watchdog's per-poll cost (memory of a process tree that imported torch; a workspace's disk use).
+"""The sandbox: whether it contains hostile code, and what it costs.
 
-"Before" is resources/runner.py as of commit BEFORE (whole root bound read-only, RSS-minus-shared
-memory, no seccomp, no disk quota), loaded from git into a temporary module; "after" is the
-working tree's. Runs alternate (before, after, unsandboxed) so load on the shared machine falls
-on all three alike.
+1. The hostile suite (tests/test_hostile.py), run by pytest against this checkout's sandbox: each
+   test plants an attack (a script run in the real sandbox, or a hostile file the host reads back)
+   and asserts it was contained; a test that passes is an attack contained.
+2. Start-up of one sandboxed `python -c pass` (median of N, the runner before the hardening vs
+   now, and unsandboxed for scale), and the watchdog's per-poll cost (memory of a process tree
+   that imported torch; a workspace's disk use). "Before" is resources/runner.py as of commit
+   BEFORE (whole root bound read-only, RSS-minus-shared memory, no seccomp, no disk quota), loaded
+   from git into a temporary module; "after" is the working tree's. Runs alternate (before, after,
+   unsandboxed) so load on the shared machine falls on all three alike.
 
-    .venv/bin/python -m bench.sandbox_bench [--runs 10]
+    python -m bench sandbox [--runs 10]         # both parts (needs bubblewrap)
+    python -m bench sandbox --hostile-only      # the hostile suite alone, into the same record
+    python -m bench sandbox --render            # re-render the section from the record
 
-Writes bench/sandbox_results.json and the section "sandbox" of bench/RESULTS.md."""
+Writes bench/sandbox_results.json and the section "sandbox" of bench/results/sandbox.md."""
 from __future__ import annotations
 
 import argparse
@@ -21,12 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from bench.common import ROOT, machine, provenance, today, write_section
 
 BEFORE = "a077376"  # main before the hardening
 RECORD = ROOT / "bench" / "sandbox_results.json"
+HOSTILE = "tests/test_hostile.py"
 
 
 def load_before(tmp: Path):
@@ -97,12 +104,60 @@ def disk_cost(after, tmp: Path) -> dict:
     return out
 
 
+def junit_outcomes(xml_text: str) -> list[dict]:
+    """Each test case of a pytest JUnit XML report: its name, outcome (passed / failed / skipped) and,
+    unless it passed, pytest's message."""
+    rows = []
+    for case in ET.fromstring(xml_text).iter("testcase"):
+        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+        skip = case.find("skipped")
+        outcome = "failed" if bad is not None else "skipped" if skip is not None else "passed"
+        why = (bad if bad is not None else skip).get("message", "") if outcome != "passed" else ""
+        rows.append({"name": case.get("name"), "outcome": outcome, "message": why.strip()[:300]})
+    return rows
+
+
+def hostile(suite: str = HOSTILE) -> dict:
+    """The hostile suite, run by pytest in a subprocess against this checkout's sandbox."""
+    with tempfile.TemporaryDirectory() as d:
+        report = Path(d) / "junit.xml"
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", suite,
+                               f"--junitxml={report}"], cwd=ROOT, capture_output=True, text=True, check=False)
+        wall = round(time.monotonic() - t0, 1)
+        if not report.exists():
+            raise SystemExit(f"pytest wrote no report (exit {proc.returncode}):\n{proc.stdout[-2000:]}")
+        tests = junit_outcomes(report.read_text())
+    count = {k: sum(t["outcome"] == k for t in tests) for k in ("passed", "failed", "skipped")}
+    return {"suite": suite, "date": today(), "machine": machine(), "wall_s": wall, "exit_code": proc.returncode,
+            "ran": count["passed"] + count["failed"], **count, "tests": tests}
+
+
+def render_hostile(h: dict | None) -> list[str]:
+    if not h:
+        return ["Hostile suite: not run in this record (`python -m bench sandbox --hostile-only` adds it)."]
+    lines = [f"Hostile suite (`{h['suite']}`, pytest against this checkout's sandbox, {h['date']} on {h['machine']}, "
+             f"{h['wall_s']:.0f} s): each test plants an attack or a hostile file and asserts it was contained. "
+             f"**{h['passed']}/{h['ran']} contained**, {h['failed']} not"
+             + (f", {h['skipped']} skipped" if h["skipped"] else "") + ".", "",
+             "| test | outcome |", "|---|---|"]
+    for t in h["tests"]:
+        lines.append(f"| {t['name']} | {t['outcome']}"
+                     + (f": {t['message'].splitlines()[0] if t['message'] else ''}" if t["outcome"] != "passed"
+                        else "") + " |")
+    return lines
+
+
 def render(data: dict) -> str:
-    s, p, d = data["startup"], data["poll"], data["disk_walk"]
+    s, p, d, h = data["startup"], data["poll"], data["disk_walk"], data.get("hostile")
+    measured = f"{data['date']} on {data['machine']}" + (
+        f" (cost); {h['date']} on {h['machine']} (hostile suite)" if h else "")
     lines = [
-        "## Sandbox start-up and watchdog cost (issue 12 hardening)", "",
-        provenance("bench/sandbox_bench.py", "bench/sandbox_results.json",
-                   f"{data['date']} on {data['machine']}", "not a sample (timings of a fixed command)"),
+        "## Sandbox: hostile code contained, start-up and watchdog cost", "",
+        provenance("bench/sandbox_bench.py", "bench/sandbox_results.json", measured,
+                   "not a sample (a fixed suite of attacks; timings of a fixed command)"),
+        "",
+        *render_hostile(h),
         "",
         f"Start-up of one sandboxed `python -c pass`, {s['after']['n']} runs each, alternating; "
         f"\"before\" is resources/runner.py at {data['before_commit']} (whole root bound read-only, no seccomp), "
@@ -130,21 +185,33 @@ def render(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--hostile-only", action="store_true", help="run the hostile suite alone, keep the record's cost")
+    ap.add_argument("--render", action="store_true", help="re-render the section from the record, measure nothing")
     args = ap.parse_args(argv)
+    if args.render:
+        print(write_section("sandbox", render(json.loads(RECORD.read_text())), "sandbox"))
+        return 0
     from resources import runner as after
 
-    with tempfile.TemporaryDirectory(prefix="sandbox-bench-", dir="/var/tmp") as t:
-        tmp = Path(t)
-        before = load_before(tmp)
-        ws = tmp / "ws"
-        ws.mkdir()
-        data = {"date": today(), "machine": machine(), "before_commit": BEFORE, "load_avg": os.getloadavg(),
-                "startup": startup(before, after, args.runs, ws), "poll": poll_cost(before, after, 50),
-                "disk_walk": disk_cost(after, tmp)}
+    ok, why = after.sandbox_available()
+    if not ok:
+        print(f"the sandbox cannot run here: {why}", file=sys.stderr)
+        return 2
+    if args.hostile_only:
+        data = {**json.loads(RECORD.read_text()), "hostile": hostile()}
+    else:
+        with tempfile.TemporaryDirectory(prefix="sandbox-bench-", dir="/var/tmp") as t:
+            tmp = Path(t)
+            before = load_before(tmp)
+            ws = tmp / "ws"
+            ws.mkdir()
+            data = {"date": today(), "machine": machine(), "before_commit": BEFORE, "load_avg": os.getloadavg(),
+                    "startup": startup(before, after, args.runs, ws), "poll": poll_cost(before, after, 50),
+                    "disk_walk": disk_cost(after, tmp), "hostile": hostile()}
     RECORD.write_text(json.dumps(data, indent=1) + "\n")
-    print(write_section("sandbox", render(data)))
+    print(write_section("sandbox", render(data), "sandbox"))
     return 0
 
 

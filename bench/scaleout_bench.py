@@ -1,7 +1,7 @@
 """Scale-out: N sandboxed attempts of the toy topic run locally one after the other, then as Ray
 tasks on a local Ray cluster with 1 and 2 worker nodes (one CPU and one `gpu_slot` each, the
 head taking no tasks), all on this machine. Records the wall time of each configuration and each
-attempt's time, and renders section "scale-out" of bench/RESULTS.md with a model of a round on
+attempt's time, and renders section "scale-out" of bench/results/scaleout.md with a model of a round on
 8-64 GPUs built from the measured per-attempt times.
 
     .venv/bin/python -m bench.scaleout_bench [--attempts 6] [--epochs 100000]
@@ -150,7 +150,7 @@ def main() -> None:
     rec = read_record("scaleout") if args.render else measure(args.attempts, args.epochs)
     if not args.render:
         write_record("scaleout", rec)
-    print(write_section("scale-out", render(rec)))
+    print(write_section("scale-out", render(rec), "scaleout"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Which idea source finds improvements? (issue 16, "Done when"): the same topic run with each idea
+"""Which idea source finds improvements? The same topic run with each idea
 source alone, for a few rounds, and what its ideas did when run; and whether the Idea Arena's
 ratings predicted what the ideas measured.
 
@@ -30,7 +30,7 @@ a tournament and the kept ideas that were rated, and says so when there were non
 The record (default bench/records/sources.json) holds every idea (run source, idea source, round,
 Arena rating and rank, patch status, verdicts, gains) and each run's effectiveness summary; it is
 written after each source (`complete: false` until all are done). The section "sources" of
-bench/RESULTS.md is rendered from it (only when the record is the default one).
+bench/results/sources.md is rendered from it (only when the record is the default one).
 
     .venv/bin/python -m bench.sources_bench [--topic T] [--sources a,b] [--rounds 3] [--also tuning]
     make bench-sources                                        # the same, with the local model
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import RECORDS, RESULTS, machine, provenance, today, write_record, write_section
+from bench.common import RECORDS, machine, page_path, provenance, today, write_record, write_section
 from bench.effectiveness_bench import IN_SAMPLE, _ci, _f, fresh_home, run_topic, summarise_topic
 
 SCRIPT = "bench/sources_bench.py"
@@ -248,7 +248,7 @@ def winners(rec: dict) -> str:
 
 
 def render(rec: dict) -> str:
-    """The section "sources" of bench/RESULTS.md from the record."""
+    """The section "sources" of bench/results/sources.md from the record."""
     table = ["| source | rounds | proposed / kept | implemented (no-op) | ran | verified improvements (vs baseline) | "
              "best gain over baseline [95% CI] | tokens per idea | wall s per idea | Arena rounds | "
              "kept ideas rated | Spearman rating vs gain | RD2Bench execution / format of the runs |",
@@ -273,7 +273,7 @@ def render(rec: dict) -> str:
         "the source answered fewer ideas than `ideation.candidates` asked), so no idea was rated and there is no "
         "correlation."]
     return "\n".join([
-        "## Idea sources: which source's ideas improve the code (issue 16)",
+        "## Idea sources: which source's ideas improve the code",
         "",
         provenance(SCRIPT, f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}", sample_line(rec)),
         "",
@@ -390,15 +390,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", default="", help="comma-separated records of earlier runs (run side by side): write "
                     "their sources as one record to --out and render it; runs nothing")
     ap.add_argument("--note", action="append", default=[], help="a line added to the record's notes (repeatable)")
-    ap.add_argument("--results", default="", help="the RESULTS.md to write the section into (default: "
-                    "bench/RESULTS.md when --out is the default record, else none)")
+    ap.add_argument("--page", default="", help="the page to write the section into (default: "
+                    "bench/results/sources.md when --out is the default record, else none)")
     args = ap.parse_args(argv)
     known = set(typing.get_args(IdeaSource))
     if bad := [s for s in (args.sources + "," + args.also).split(",") if s and s not in known]:
         ap.error(f"unknown idea source(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
     out = Path(args.out)
     default_out = out.resolve() == (RECORDS / f"{RECORD}.json").resolve()
-    results = Path(args.results) if args.results else (RESULTS if default_out else None)
+    page = Path(args.page) if args.page else (page_path(SECTION) if default_out else None)
     if args.merge:
         rec = merge_records([json.loads(Path(f).read_text()) for f in args.merge.split(",")])
         write_record(out.stem, rec, out.parent)
@@ -411,8 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         write_record(out.stem, rec, out.parent)
     body = render(rec)
     print(body)
-    if results is not None:
-        write_section(SECTION, body, results)
+    if page is not None:
+        write_section(SECTION, body, page)
     return 0 if rec.get("complete") else 1
 
 

@@ -1,4 +1,4 @@
-"""The shipped topics' baselines on this machine, written into bench/RESULTS.md (section "topics").
+"""The shipped topics' baselines on this machine, written into bench/results/topics.md (section "topics").
 
 For each topic: the baseline run sandboxed through the Runner (as a round runs it) with seed 0
 twice (wall time, and whether the metric repeats exactly), then seeds 1..N-1 (the seed spread).
@@ -101,7 +101,7 @@ def main() -> None:
         rec = {"script": "bench/topics_bench.py", "date": today(), "machine": machine(), "seeds": args.seeds,
                "niceness": os.nice(0), "rows": rows}
         print("record:", write_record(RECORD, rec))
-    print(write_section("topics", render(rec)))
+    print(write_section("topics", render(rec), "topics"))
 
 
 if __name__ == "__main__":

@@ -449,21 +449,6 @@ def test_shipped_screen_commands_are_shorter_runs_of_the_same_script():
         assert "args.screen" in s.code_path.read_text()
 
 
-def test_screen_section_is_its_record_rendered(monkeypatch, tmp_path):
-    import importlib
-    import json
-
-    from resources.paths import REPO_ROOT
-
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    sb = importlib.import_module("bench.screen_bench")
-    rec = json.loads((REPO_ROOT / "bench" / "records" / "screen.json").read_text())
-    text = (REPO_ROOT / "bench" / "RESULTS.md").read_text()
-    section = text.split("<!-- bench:screen:begin -->", 1)[1].split("<!-- bench:screen:end -->", 1)[0]
-    assert section.strip() == sb.render(rec).strip()
-    assert rec["full_runs_with_screen_promote_1"] < rec["full_runs_without_screen"] == len(rec["rows"])
-
-
 def test_a_draft_that_computes_the_reference_numbers_is_no_effect_and_the_next_draft_runs(home, fake_runs):
     """Draft 0's run reports the reference's accuracy and train loss to the last digit (its
     timing differs): an edit with no effect, failed, so draft 1 gets its full run and is the

@@ -416,19 +416,3 @@ def test_a_topics_execution_block_sends_its_seeds_to_the_nodes_with_its_resource
     s1, s2 = (RunResult.model_validate_json(next((work / f"seed-{k}").glob("result-*.json")).read_text()).metrics
               for k in (1, 2))
     assert s1["t0"] < s2["t1"] and s2["t0"] < s1["t1"]                    # seeds 1 and 2 ran at the same time
-
-
-def test_scaleout_section_is_its_record_rendered():
-    """bench/RESULTS.md "scale-out" is bench/records/scaleout.json rendered, and its model adds up."""
-    import json
-
-    from bench.scaleout_bench import model_round, render
-    from resources.paths import REPO_ROOT
-
-    rec = json.loads((REPO_ROOT / "bench" / "records" / "scaleout.json").read_text())
-    text = (REPO_ROOT / "bench" / "RESULTS.md").read_text()
-    section = text.split("<!-- bench:scale-out:begin -->", 1)[1].split("<!-- bench:scale-out:end -->", 1)[0]
-    assert section.strip() == render(rec).strip()
-    assert all(a["ok"] for c in rec["configs"].values() for a in c["attempts"])
-    assert model_round(40.0, 1.0, gpus=8, ideas=8, chain=3) == 123.0      # one wave of chains
-    assert model_round(40.0, 1.0, gpus=8, ideas=9, chain=3) == 246.0      # a ninth idea waits for a free GPU

@@ -109,7 +109,7 @@ def record(sb, sources=("ranking", "brainstorm"), rounds=1):
 
 
 def test_render_has_a_row_per_source_and_the_correlation(sb):
-    from tests.test_bench_records import section_problems
+    from tests.bench.test_bench_records import section_problems
 
     rec = record(sb)
     g = rec["sources"][0]["figures"]
@@ -155,13 +155,13 @@ def test_records_of_sources_run_side_by_side_merge(sb):
 
 
 def test_merge_from_the_command_line_keeps_notes_in_record_and_section(sb, tmp_path):
-    """`--merge a,b --note ...`: one record with the notes, the section written where --results says."""
+    """`--merge a,b --note ...`: one record with the notes, the section written where --page says."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(record(sb, sources=("ranking",))))
     b.write_text(json.dumps(record(sb, sources=("chains",))))
-    out, results = tmp_path / "sources.json", tmp_path / "RESULTS.md"
+    out, results = tmp_path / "sources.json", tmp_path / "sources.md"
     results.write_text("# results\n")
-    assert sb.main(["--merge", f"{a},{b}", "--out", str(out), "--results", str(results),
+    assert sb.main(["--merge", f"{a},{b}", "--out", str(out), "--page", str(results),
                     "--note", "scipip and brainstorm: not run yet"]) == 0
     rec = json.loads(out.read_text())
     assert [s["source"] for s in rec["sources"]] == ["ranking", "chains"]

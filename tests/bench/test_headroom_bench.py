@@ -9,6 +9,7 @@ import json
 import pytest
 
 from bench import headroom_bench as hb
+from bench.common import find_section
 from resources.paths import REPO_ROOT
 
 CODE = "SEED = 0\nEPOCHS = 4\nLR = 5e-3\nDROPOUT = 0.3\nN_TRAIN = 800\n"
@@ -99,7 +100,7 @@ def test_a_pair_is_left_out_of_the_single_move_counts():
 
 def test_section_and_title_name_a_records_own_section(tmp_path, monkeypatch):
     written = []
-    monkeypatch.setattr(hb, "write_section", lambda name, body: written.append((name, body)) or body)
+    monkeypatch.setattr(hb, "write_section", lambda name, body, page: written.append((name, body, page)) or body)
     part = tmp_path / "part.json"
     part.write_text(json.dumps({"topics": [{"topic": "t", "goal": "maximize", "wall_s": 1.0, "moves": []}]}))
     out = tmp_path / "probes.json"
@@ -109,17 +110,16 @@ def test_section_and_title_name_a_records_own_section(tmp_path, monkeypatch):
                     "--title", "Headroom on x"]) == 0
     rec = json.loads(out.read_text())
     assert rec["title"] == "Headroom on x" and rec["record"] == str(out)
-    assert [n for n, _ in written] == ["headroom_x"] and written[0][1] == hb.section(rec)
+    assert [(n, p) for n, _, p in written] == [("headroom_x", "headroom")] and written[0][1] == hb.section(rec)
     assert written[0][1].startswith("## Headroom on x\n") and f"- Record: `{out}`" in written[0][1]
     assert hb.section_name(hb.RECORDS / "headroom.json") == "headroom" and hb.section_name(out) == ""
     assert hb.section({**rec, "title": ""}).startswith(f"## {hb.TITLE}\n")
 
 
-@pytest.mark.parametrize("name", ["headroom", "headroom_probes", "headroom_pairs"])
+@pytest.mark.parametrize("name", ["headroom", "headroom_probes", "headroom_pairs", "headroom_lr"])
 def test_the_committed_record_renders_to_the_committed_section(name):
     rec = json.loads((REPO_ROOT / "bench" / "records" / f"{name}.json").read_text())
-    results = (REPO_ROOT / "bench" / "RESULTS.md").read_text()
-    body = results.split(f"<!-- bench:{name}:begin -->")[1].split(f"<!-- bench:{name}:end -->")[0]
-    assert body.strip() == hb.section(rec).strip()
+    page, body = find_section(name)
+    assert page.name == "headroom.md" and body == hb.section(rec).strip()
     for t in rec["topics"]:  # every move was judged against the baseline's seeds, or failed with its error
         assert all(m["verdict"] == "failed" and m["error"] or len(m["seed_values"]) == t["seeds"] for m in t["moves"])

@@ -16,7 +16,7 @@ import yaml
 
 from bench.make_candidates import dev_topics, main, query_of, topic_query, unlabelled
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LABELS = ROOT / "bench" / "labels"
 TOPICS = dev_topics()
 FIELDS_OUTSIDE_VISION_NLP = {"tabular", "time series", "graphs", "reinforcement learning", "audio"}

@@ -23,9 +23,9 @@ def bench_run(home, fake_llm, monkeypatch, tmp_path):
     monkeypatch.setenv("RESEARCHLOOP_MODEL", "fake-model")
     monkeypatch.setenv("RESEARCHLOOP_EDIT_FORMAT", "whole")
     monkeypatch.delenv("FROM_RECORD", raising=False)
-    out, work, results = tmp_path / "effectiveness.json", tmp_path / "work", tmp_path / "RESULTS.md"
+    out, work, results = tmp_path / "effectiveness.json", tmp_path / "work", tmp_path / "effectiveness.md"
     rc = eb.main(["--topics", TOPIC, "--rounds", "1", "--parallel", "1", "--out", str(out), "--work", str(work),
-                  "--results", str(results)])
+                  "--page", str(results)])
     return json.loads(out.read_text()), work, fake_llm, rc, results
 
 
@@ -88,13 +88,13 @@ def test_bench_summary_matches_the_records(bench_run):
     assert secs["experiment_s"] >= sum(a["duration_s"] for a in fixed["attempts"]) - 1.0  # its own runs
     assert secs["llm_s"] > 0  # its plan, patch and repair calls
 
-    # goals over the topic's rounds, and the section rendered from the record into the RESULTS file named
+    # goals over the topic's rounds, and the section rendered from the record into the page named
     assert t["goals"]["no_op_goal_met"] and t["goals"]["full_budget_every_round"]
     assert t["goals"]["improvement_reached"] == bool(row["verified_improvements"])
     text = results.read_text()
     assert "<!-- bench:effectiveness:begin -->" in text and eb.render(rec) in text
     assert f"| {TOPIC} | r1 | {len(ideas)} (0) | 3 / 3 | 2 | 0 | 2 |" in text
-    from tests.test_bench_records import section_problems
+    from tests.bench.test_bench_records import section_problems
 
     head, _, rest = eb.render(rec).partition("\n")
     # the record a real run commits is bench/records/effectiveness.json; in a test it is elsewhere
@@ -167,11 +167,11 @@ def test_a_record_written_elsewhere_gets_its_own_named_section(tmp_path, monkeyp
 
     out = tmp_path / "probe.json"
     shutil.copy(RECORDS / "effectiveness.json", out)
-    results = tmp_path / "RESULTS.md"
+    results = tmp_path / "effectiveness.md"
     results.write_text("# results\n")
     monkeypatch.setenv("FROM_RECORD", "1")
     eb.main(["--out", str(out), "--section", "effectiveness_probe", "--title", "Probe loops",
-             "--results", str(results)])
+             "--page", str(results)])
     text = results.read_text()
     assert "<!-- bench:effectiveness_probe:begin -->" in text and "## Probe loops" in text
     assert f"- Record: `{out}`" in text and "<!-- bench:effectiveness:begin -->" not in text
