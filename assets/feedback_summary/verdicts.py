@@ -60,7 +60,7 @@ class SeedComparison:
 
 
 def _finite(values) -> list[float]:
-    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return [f for v in values if (f := _number(v)) is not None]
 
 
 def _var(vals: list[float]) -> float:
@@ -179,7 +179,7 @@ def in_bounds(value: float, bounds: tuple[float, float] | None) -> bool:
 def seed_summary(values: list[float]) -> tuple[float | None, float]:
     """(mean, spread) of one metric over repeated seeds; the spread is the sample standard
     deviation (0 for a single run)."""
-    vals = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    vals = _finite(values)
     if not vals:
         return None, 0.0
     mean = sum(vals) / len(vals)
@@ -198,21 +198,51 @@ def seed0_metrics(metrics: dict[str, float], metric: str) -> dict[str, float]:
     return out
 
 
+MAX_METRICS = 1000     # entries of one final_info.json: each becomes a recorded and logged metric
+MAX_KEY_CHARS = 250    # a metric's name (MLflow's limit for a key)
+SHOWN_VALUE_CHARS = 80  # of an unusable value, quoted in the failure
+
+
+def _number(v: object) -> float | None:
+    """`v` as a finite float, or None (bools, non-numbers, NaN, infinities, ints too large for a
+    float)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _shown(v: object) -> str:
+    """A value for a failure message, cut short (an int too large for repr is named by size)."""
+    try:
+        text = repr(v)
+    except ValueError:  # an int of more digits than Python converts to text
+        return f"an integer of about {int(v.bit_length() * math.log10(2))} digits"
+    return text if len(text) <= SHOWN_VALUE_CHARS else f"{text[:SHOWN_VALUE_CHARS]}...({len(text)} characters)"
+
+
 def parse_metrics(info: object, metric: str) -> tuple[dict[str, float], str | None]:
     """Numeric metrics from a final_info.json payload and an error if the primary one is unusable.
-    Accepts {"accuracy": 0.9} and AI-Scientist style {"accuracy": {"means": 0.9}}."""
+    Accepts {"accuracy": 0.9} and AI-Scientist style {"accuracy": {"means": 0.9}}. The payload is
+    the experiment's: more than MAX_METRICS entries or a key over MAX_KEY_CHARS fails it, and an
+    unusable value is quoted cut short."""
     if not isinstance(info, dict):
         return {}, "final_info.json is not a JSON object"
+    if len(info) > MAX_METRICS:
+        return {}, f"final_info.json holds {len(info)} entries, more than {MAX_METRICS}"
+    if long := next((k for k in map(str, info) if len(k) > MAX_KEY_CHARS), None):
+        return {}, f"final_info.json has a key of {len(long)} characters, more than {MAX_KEY_CHARS}"
     out: dict[str, float] = {}
     for k, v in info.items():
         if isinstance(v, dict) and "means" in v:
             v = v["means"]
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, (int, float)) and math.isfinite(v):
-            out[k] = float(v)
+        if (f := _number(v)) is not None:
+            out[k] = f
     if metric not in info:
         return out, f"final_info.json has no '{metric}'"
     if metric not in out:
-        return out, f"'{metric}' in final_info.json is not a finite number: {info[metric]!r}"
+        return out, f"'{metric}' in final_info.json is not a finite number: {_shown(info[metric])}"
     return out, None

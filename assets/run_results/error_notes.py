@@ -19,11 +19,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from assets.run_results.tracebacks import SOURCE_BYTES, _enclosing
+from assets.run_results.tracebacks import SOURCE_BYTES, _enclosing, clip, parse_source
 from resources.safe_io import safe_read_text
 from schemas.records import TraceFrame
 
 MAX_NAMES = 40  # names listed per scope; the config of an experiment script has about 20
+MAX_FILES = 50  # workspace modules read for one note (the run may have written many)
 
 
 def _ints(m: re.Match) -> dict[str, int]:
@@ -75,8 +76,11 @@ HINTS: list[tuple[re.Pattern, str | Callable[[re.Match], str]]] = [(re.compile(p
     (r"Expected input batch_size \((?P<a>\d+)\) to match target batch_size \((?P<b>\d+)\)",
      "The loss received {a} predictions but {b} targets: the targets must be the same batch as the inputs "
      "(index them with the same indices)."),
-    (r"expected scalar type Long but found (?P<t>\w+)|expected .*Long.* but (found|got) (?P<u>\w+)|"
-     r"\"nll_loss.*\" not implemented for '(?P<v>\w+)'",
+    # "Long" is taken at its first place after "expected" (the gap before it cannot hold it) and
+    # the gaps stop at a newline or a quote: one way to match from each start, where two free
+    # gaps (".*Long.*") would try every pair of places
+    (r"expected scalar type Long but found (?P<t>\w+)|expected (?:[^L\n]|L(?!ong))*Long[^\n]*? but (?:found|got) "
+     r"(?P<u>\w+)|\"nll_loss[^\"\n]*\" not implemented for '(?P<v>\w+)'",
      "Class-index targets of a classification loss must be integer (int64, .long()), not floating point."),
     (r"expected (m1 and m2|mat1 and mat2) to have the same dtype|expected scalar type (?P<a>\w+) but found "
      r"(?P<b>\w+)|Input type \((?P<c>[\w.]+)\) and (weight|bias) type \((?P<d>[\w.]+)\) should be the same",
@@ -108,7 +112,7 @@ HINTS: list[tuple[re.Pattern, str | Callable[[re.Match], str]]] = [(re.compile(p
     (r"'(?P<t>list|tuple|dict)' object has no attribute '(?P<a>\w+)'",
      "A plain Python {t} is used as if it were a tensor or another object ({a}): convert it, or use the "
      "object that has {a}."),
-    (r"(?P<t>\w+)\(\) received an invalid combination of arguments|argument '(?P<a>\w+)' \(position (?P<p>\d+)\) "
+    (r"\b(?P<t>\w+)\(\) received an invalid combination of arguments|argument '(?P<a>\w+)' \(position (?P<p>\d+)\) "
      r"must be (?P<w>[\w.]+), not (?P<g>[\w.]+)",
      "A function received an argument of the wrong type: check what is passed to it, and what each value "
      "used there really is (a tuple, a list, a tensor, a number)."),
@@ -123,9 +127,11 @@ HINTS: list[tuple[re.Pattern, str | Callable[[re.Match], str]]] = [(re.compile(p
 
 
 def explain(error: str) -> list[str]:
-    """Plain-language notes on the error line (empty if it is not a known kind)."""
+    """Plain-language notes on the error line (empty if it is not a known kind). The run wrote
+    the line: it is clipped (tracebacks.clip) before any pattern sees it."""
+    error = clip(error or "")
     for pattern, hint in HINTS:
-        m = pattern.search(error or "")
+        m = pattern.search(error)
         if not m:
             continue
         if callable(hint):
@@ -144,11 +150,14 @@ def explain(error: str) -> list[str]:
 
 def _parse(path: Path, workspace: Path) -> ast.Module | None:
     """The module at `path` inside the workspace, read safely (the run may have turned it into a
-    link, a FIFO, ...), or None."""
-    try:
-        return ast.parse(safe_read_text(path, workspace, SOURCE_BYTES))
-    except (OSError, SyntaxError, ValueError):
-        return None
+    link, a FIFO, ...), or None (tracebacks.parse_source)."""
+    parsed = parse_source(path, workspace)
+    return parsed[1] if parsed else None
+
+
+def _py_files(workspace: Path) -> list[str]:
+    """Names of the workspace's top-level modules, sorted, at most MAX_FILES."""
+    return sorted(p.name for p in workspace.glob("*.py"))[:MAX_FILES]
 
 
 def _targets(node: ast.AST) -> list[str]:
@@ -261,9 +270,9 @@ def _function_at(tree: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunc
 
 
 def _workspace_files(frames: list[TraceFrame], workspace: Path) -> list[tuple[str, ast.Module]]:
-    files = list(dict.fromkeys(f.file for f in frames))
+    files = list(dict.fromkeys(f.file for f in frames))[-MAX_FILES:]
     out = []
-    for f in files + sorted(p.name for p in workspace.glob("*.py") if p.name not in files):
+    for f in files + [n for n in _py_files(workspace) if n not in files][:MAX_FILES - len(files)]:
         tree = _parse(workspace / f, workspace)
         if tree is not None:
             out.append((f, tree))
@@ -273,6 +282,7 @@ def _workspace_files(frames: list[TraceFrame], workspace: Path) -> list[tuple[st
 def name_notes(error: str, frames: list[TraceFrame], workspace: str | Path) -> list[str]:
     """The definitions of the names an import, name or attribute error is about."""
     ws = Path(workspace)
+    error = clip(error)
     notes: list[str] = []
     if m := re.search(r"cannot import name '(?P<name>\w+)' from '(?P<mod>[\w.]+)'", error):
         defs = module_definitions(m["mod"], ws)
@@ -282,7 +292,7 @@ def name_notes(error: str, frames: list[TraceFrame], workspace: str | Path) -> l
             notes.append(f"{m['mod']} ({_module_file(m['mod'], ws).name}) has no {m['name']}; it defines: "
                          + "; ".join(defs[:MAX_NAMES]) + (f" (closest: {', '.join(close)})" if close else ""))
     elif m := re.search(r"No module named '(?P<mod>[\w.]+)'", error):
-        mods = sorted(p.stem for p in ws.glob("*.py"))
+        mods = [n.removesuffix(".py") for n in _py_files(ws)]
         notes.append(f"There is no module {m['mod']}; the workspace's own modules are: {', '.join(mods)} "
                      "(besides installed packages such as torch and numpy).")
     elif m := re.search(r"(?:name|local variable) '(?P<name>\w+)'(?: is not defined| referenced before| where it)",
@@ -334,4 +344,8 @@ def error_notes(error: str | None, frames: list[TraceFrame], workspace: str | Pa
     """Both kinds of notes as one text for the prompt ("" when there is nothing to add)."""
     if not error:
         return ""
-    return "\n".join(f"- {n}" for n in explain(error) + name_notes(error, frames, workspace))
+    try:
+        names = name_notes(error, frames, workspace)
+    except RecursionError:  # a definition nested too deep to print (ast.unparse): no names then
+        names = []
+    return "\n".join(f"- {n}" for n in explain(error) + names)

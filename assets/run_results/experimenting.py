@@ -51,6 +51,7 @@ from assets.run_results.tracebacks import (
     local_structure,
     own_frames,
 )
+from resources.bounded_json import BadJSON, loads_bounded
 from resources.paths import under_home
 from resources.runner import chosen_backend, execution_kwargs, prepare_workspace, prune_attempts
 from resources.safe_io import (
@@ -115,7 +116,9 @@ FINAL_INFO_BYTES = 1 << 20
 def read_final_info(folder: Path) -> tuple[object, str | None]:
     """(parsed JSON, None) or (None, why) for folder/OUT_DIR/final_info.json, which the sandboxed
     run wrote: read with safe_read (a symlink, FIFO, device or file over 1 MB is refused, with
-    the reason). Raises FileNotFoundError when there is none."""
+    the reason) and parsed with bounds (`loads_bounded`: nesting, numbers too large for a float),
+    so whatever the run wrote ends as the attempt's failure, never as a crashed step. Raises
+    FileNotFoundError when there is none."""
     try:
         raw = safe_read_text(Path(OUT_DIR) / "final_info.json", folder, FINAL_INFO_BYTES)
     except FileNotFoundError:
@@ -123,9 +126,9 @@ def read_final_info(folder: Path) -> tuple[object, str | None]:
     except OSError as e:
         return None, f"final_info.json was not read: {e.strerror or e}"
     try:
-        return json.loads(raw), None
-    except json.JSONDecodeError as e:
-        return None, f"final_info.json is not valid JSON: {e}"
+        return loads_bounded(raw), None
+    except BadJSON as e:
+        return None, f"final_info.json: {e}"
 
 
 def code_hash(code: str, spec: TopicSpec | RunTarget) -> str:
@@ -185,13 +188,15 @@ _METRIC_LINE = r"(?i)(?:^|[^A-Za-z0-9_]){name}\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+
 def metrics_from_output(stdout: str, metric: str) -> dict:
     """What a scorer that writes no final_info.json printed: the last line that is a JSON object,
     else the last `<metric>: value` (or `=`) on a line, else a last line that is a bare number
-    (an evaluation script from another benchmark, used as it is)."""
+    (an evaluation script from another benchmark, used as it is). Only the last LOG_TAIL_CHARS
+    of `stdout` are read; a JSON line is parsed with bounds (`loads_bounded`)."""
+    stdout = stdout[-LOG_TAIL_CHARS:]
     lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
     for ln in reversed(lines):
         if ln.startswith("{") and ln.endswith("}"):
             try:
-                info = json.loads(ln)
-            except json.JSONDecodeError:
+                info = loads_bounded(ln)
+            except BadJSON:
                 continue
             if isinstance(info, dict):
                 return info

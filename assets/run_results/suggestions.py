@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assets.patched_code.edit_formats import check_compiles, unified_diff
+from assets.run_results.tracebacks import clip
 from schemas.records import Attempt
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -838,7 +839,7 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
     (for "cannot import name" without a suggestion). `sure` on the result: the message or a
     library names the fix (the interpreter's suggestion, an import a library the script uses
     provides, a keyword the callee's signature has), not a guess from what the code defines."""
-    error = (failed.error or "").strip()
+    error = clip((failed.error or "").strip())  # the run wrote it: bounded before any pattern sees it
     if not error or failed.timed_out:
         return None
     frame = next((f for f in reversed(failed.frames) if f.file == code_file), None)

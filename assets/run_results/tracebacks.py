@@ -11,30 +11,50 @@ from resources.safe_io import safe_read_text
 from schemas.records import TraceFrame
 
 SOURCE_BYTES = 2 << 20  # a traceback's source file read by the host, at most
+# The run writes stderr, so everything parsed from it is cut to a bounded length first: the
+# patterns matched against it then cost a bounded time whatever the run printed.
+TRACEBACK_CHARS = 20000  # of stderr's end, searched for the last traceback
+MAX_ERROR_CHARS = 2000   # of the error line: its head and its end (where "but got X" sits)
+MAX_FRAMES = 100         # the innermost frames kept of one traceback
+CUT = " [...] "
 
 FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
+ERROR_RE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b")
+
+
+def clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """`text` if it is at most `limit` characters, else its head and its end joined by CUT."""
+    if len(text) <= limit:
+        return text
+    keep = limit - len(CUT)
+    head = keep * 3 // 4
+    return text[:head] + CUT + text[len(text) - (keep - head):]
 
 
 def last_traceback(stderr: str) -> str:
+    stderr = stderr[-TRACEBACK_CHARS:]
     i = stderr.rfind("Traceback (most recent call last):")
     return stderr[i:] if i >= 0 else ""
 
 
 def error_line(stderr: str) -> str:
-    """The final 'ExceptionType: message' line (or the last non-empty line)."""
-    tb = last_traceback(stderr) or stderr
-    lines = [l for l in tb.strip().splitlines() if l.strip()]
+    """The final 'ExceptionType: message' line (or the last non-empty line), clipped to
+    MAX_ERROR_CHARS."""
+    tb = last_traceback(stderr) or stderr[-TRACEBACK_CHARS:]
+    lines = [l.strip() for l in tb.splitlines() if l.strip()]
     for l in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b", l.strip()):
-            return l.strip()
-    return lines[-1].strip() if lines else ""
+        if ERROR_RE.match(l):
+            return clip(l)
+    return clip(lines[-1]) if lines else ""
 
 
 def own_frames(stderr: str, workspace: str | Path) -> list[TraceFrame]:
-    """Frames whose file lies inside the workspace (not the stdlib or site-packages)."""
+    """Frames whose file lies inside the workspace (not the stdlib or site-packages), the
+    innermost MAX_FRAMES; from the last traceback, or from stderr's end when a traceback longer
+    than TRACEBACK_CHARS has lost its header."""
     ws = Path(workspace).resolve()
-    lines = last_traceback(stderr).splitlines()
-    frames = []
+    lines = (last_traceback(stderr) or stderr[-TRACEBACK_CHARS:]).splitlines()
+    frames: list[TraceFrame] = []
     for i, l in enumerate(lines):
         m = FRAME_RE.match(l)
         if not m:
@@ -49,8 +69,19 @@ def own_frames(stderr: str, workspace: str | Path) -> list[TraceFrame]:
             continue
         code = lines[i + 1].strip() if i + 1 < len(lines) and not FRAME_RE.match(lines[i + 1]) else ""
         frames.append(TraceFrame(file=str(p.resolve().relative_to(ws)), line=int(m["line"]),
-                                 function=m["func"], code=code))
-    return frames
+                                 function=m["func"], code=clip(code, 500)))
+    return frames[-MAX_FRAMES:]
+
+
+def parse_source(file: str | Path, workspace: Path) -> tuple[str, ast.Module] | None:
+    """(text, tree) of a file of the workspace, or None when it cannot be read safely (the run
+    could have replaced it by a link, a FIFO, ...) or parsed (nesting too deep for the parser
+    included)."""
+    try:
+        src = safe_read_text(file, workspace, SOURCE_BYTES)
+        return src, ast.parse(src)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _enclosing(tree: ast.AST, line: int) -> list[ast.AST]:
@@ -93,13 +124,14 @@ def local_structure(frames: list[TraceFrame], workspace: str | Path, context_lin
 
     pieces: list[str] = []
     seen: set[tuple[str, int]] = set()
+    parsed: dict[str, tuple[list[str], ast.Module] | None] = {}  # each file read and parsed once
     for fr in frames:
-        try:  # the run could have replaced the file by a link, a FIFO, ...: read it safely
-            src = safe_read_text(fr.file, ws, SOURCE_BYTES)
-            tree = ast.parse(src)
-        except (OSError, SyntaxError, ValueError):
+        if fr.file not in parsed:
+            source = parse_source(fr.file, ws)
+            parsed[fr.file] = (source[0].splitlines(), source[1]) if source else None
+        if parsed[fr.file] is None:
             continue
-        lines = src.splitlines()
+        lines, tree = parsed[fr.file]
         chain = _enclosing(tree, fr.line)
         nodes: list[ast.AST] = []
         cls = next((n for n in reversed(chain) if isinstance(n, ast.ClassDef)), None)
