@@ -187,6 +187,33 @@ class ResponseCache:
         return gone
 
 
+def _why(e: BaseException) -> str:
+    """An exception's message for a failure, never empty: its type's name when it has no text."""
+    return (str(e) or type(e).__name__)[:300]
+
+
+def answer_text(resp: Any) -> tuple[str, str | None]:
+    """(the answer's text, None) from a chat completion, or ("", what is wrong) when the response
+    does not have that shape: no choices (missing, null, empty), a choice without a message, a
+    message whose content is null. The client does not validate the body, so each level is
+    looked up as it is."""
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return "", "the response has no choices"
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        return "", "the response's choice has no message"
+    content = getattr(message, "content", None)
+    if not isinstance(content, str):
+        return "", "the response's message has no content"
+    return content, None
+
+
+def _tokens(usage: Any, name: str) -> int:
+    n = getattr(usage, name, None)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0
+
+
 def first_token_logprobs(choice) -> dict[str, float]:
     """{token: logprob} of the first answer token's alternatives in a chat completion choice
     ({} when the endpoint sent no log-probabilities); a token listed twice keeps its best value."""
@@ -196,6 +223,12 @@ def first_token_logprobs(choice) -> dict[str, float]:
         if alt.token not in out or alt.logprob > out[alt.token]:
             out[alt.token] = float(alt.logprob)
     return out
+
+
+def _not_a_completion(e: Exception) -> bool:
+    """Whether the client failed on a body that is not a chat completion (not JSON, or JSON the
+    client refused): an invalid answer, asked again, not a failed request."""
+    return isinstance(e, json.JSONDecodeError) or type(e).__name__ == "APIResponseValidationError"
 
 
 def request_key(request: dict) -> str:
@@ -211,7 +244,10 @@ class LLM(dg.ConfigurableResource):
     temperature: float = 0.2
     seed: int = 0
     max_retries: int = Field(2, description="extra tries after an invalid answer")
-    timeout_s: float = 900.0
+    timeout_s: float | None = Field(None, description="seconds one request may wait for its answer; "
+                                    "None: $RESEARCHLOOP_LLM_TIMEOUT_S (settings.py)")
+    transport_retries: int | None = Field(None, description="the client's own retries of a request that timed "
+                                          "out or got 408/409/429/5xx; None: $RESEARCHLOOP_LLM_TRANSPORT_RETRIES")
     max_concurrency: int = Field(8, description="calls in flight against a remote endpoint")
     use_cache: bool = True
     cache_dir: str = Field("", description="empty: $DAGSTER_HOME/llm_cache")
@@ -241,6 +277,12 @@ class LLM(dg.ConfigurableResource):
     def concurrency(self) -> int:
         return 1 if self.is_local() else max(1, self.max_concurrency)
 
+    def request_timeout_s(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else settings().llm_timeout_s
+
+    def request_retries(self) -> int:
+        return self.transport_retries if self.transport_retries is not None else settings().llm_transport_retries
+
     def client(self):
         if self._client is None:
             from openai import OpenAI
@@ -251,8 +293,29 @@ class LLM(dg.ConfigurableResource):
             # host-wide bounds shared with the other processes (RESEARCHLOOP_LLM_MAX_CONCURRENCY / _RPM)
             limits = limits_for(base)
             http = {"http_client": limited_http_client(limits)} if limits.active else {}
-            self._client = OpenAI(base_url=base, api_key=key, timeout=self.timeout_s, max_retries=3, **http)
+            # a silent endpoint holds a call for at most timeout x (retries + 1)
+            self._client = OpenAI(base_url=base, api_key=key, timeout=self.request_timeout_s(),
+                                  max_retries=self.request_retries(), **http)
         return self._client
+
+    def _answer(self, request: dict, convo: list[dict]) -> tuple[Any, str, str | None]:
+        """One request: (response, its text, None), or (response or None, "", what is wrong) when
+        the body is not a chat completion with an answer (`answer_text`); a request that failed
+        after the client's own retries raises the client's exception."""
+        try:
+            resp = self.client().chat.completions.create(**{**request, "messages": convo})
+        except Exception as e:
+            if _not_a_completion(e):
+                return None, "", f"the response is not a chat completion: {type(e).__name__}: {_why(e)}"
+            raise
+        return (resp, *answer_text(resp))
+
+    def _request_failure(self, e: Exception) -> str:
+        """The message of a request that failed after the client's own retries, naming the cause."""
+        if type(e).__name__ == "APITimeoutError":
+            return (f"request failed: no answer within {self.request_timeout_s():g} s "
+                    f"({self.request_retries() + 1} requests): {type(e).__name__}")
+        return f"request failed: {type(e).__name__}: {_why(e)}"
 
     def cache(self) -> ResponseCache:
         return ResponseCache(Path(self.cache_dir) if self.cache_dir else under_home("llm_cache"))
@@ -324,11 +387,13 @@ class LLM(dg.ConfigurableResource):
             call.cached = True
             call.seconds = time.monotonic() - t0
             try:  # a remembered failure stays a failure unless the parser now accepts it
+                if hit.get("error") and not hit["text"]:  # no answer came: nothing for a parser to accept
+                    raise ValueError(hit["error"])
                 value = check(hit["text"])
                 self._record(call)
                 return LLMResult(value=value, text=hit["text"], call=call, top_logprobs=hit.get("top_logprobs"))
             except (ValidationError, ValueError) as e:  # the kind from the parser, asked again now
-                call.error, call.error_kind = hit.get("error") or str(e)[:300], error_kind_of(e)
+                call.error, call.error_kind = hit.get("error") or _why(e), error_kind_of(e)
                 self._record(call)
                 return LLMResult(text=hit["text"], call=call, error=call.error, error_kind=call.error_kind)
         convo = list(messages)
@@ -337,25 +402,27 @@ class LLM(dg.ConfigurableResource):
         for attempt in range(retries + 1):
             call.tries = attempt + 1
             try:
-                resp = self.client().chat.completions.create(**{**request, "messages": convo})
+                resp, text, problem = self._answer(request, convo)
             except Exception as e:  # server errors after the client's own retries
                 if type(e).__name__ == "APIConnectionError":  # the endpoint is gone: fail the step
-                    raise LLMUnavailable(f"cannot reach the LLM at {self._base_url}: {e}") from e
-                error, kind = f"request failed: {type(e).__name__}: {e}", REQUEST_FAILED
+                    raise LLMUnavailable(f"cannot reach the LLM at {self._base_url}: {_why(e)}") from e
+                error, kind = self._request_failure(e), REQUEST_FAILED
                 break
-            text = resp.choices[0].message.content or ""
+            usage = getattr(resp, "usage", None)
+            call.prompt_tokens += _tokens(usage, "prompt_tokens")
+            call.completion_tokens += _tokens(usage, "completion_tokens")
+            if problem is not None:  # an answer of the wrong shape: invalid, asked again as it was
+                error, kind = f"invalid answer (try {attempt + 1}): {problem}", INVALID_ANSWER
+                continue
             if top_logprobs:
                 top = first_token_logprobs(resp.choices[0])
-            if resp.usage is not None:
-                call.prompt_tokens += resp.usage.prompt_tokens or 0
-                call.completion_tokens += resp.usage.completion_tokens or 0
             try:
                 value = check(text)
             except (ValidationError, ValueError) as e:
-                error, kind = f"invalid answer (try {attempt + 1}): {str(e)[:300]}", error_kind_of(e)
+                error, kind = f"invalid answer (try {attempt + 1}): {_why(e)}", error_kind_of(e)
                 convo = list(messages) + [
                     {"role": "assistant", "content": text[:4000]},
-                    {"role": "user", "content": f"That answer could not be used: {str(e)[:300]}\n"
+                    {"role": "user", "content": f"That answer could not be used: {_why(e)}\n"
                                                 "Answer again, following the required format exactly."},
                 ]
                 continue
