@@ -7,6 +7,7 @@ import os
 import runpy
 import sys
 import textwrap
+import warnings
 
 from bench import REGISTRY
 
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     if b.llm and not (b.no_llm_with and b.no_llm_with in args):
         fetch_model()
     argv0, sys.argv = sys.argv, [f"python -m {b.module}", *args]
+    # runpy's note when the module was imported before (in a test process) says nothing about the run
+    warnings.filterwarnings("ignore", message=f"'{b.module}' found in sys.modules", category=RuntimeWarning)
     try:
         runpy.run_module(b.module, run_name="__main__", alter_sys=True)
     except SystemExit as e:

@@ -1,4 +1,4 @@
-"""Guards for the labelled development topics (bench/labels/dev_topics.yaml, issue 15).
+"""Guards for the labelled development topics (bench/labels/dev_topics.yaml).
 
 Every topic's label file must be a usable evaluation set: at least 40 candidates, about a third
 relevant, every paper in the corpus, every label explained, DOLPHIN-style distractors of both
