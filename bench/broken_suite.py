@@ -3,7 +3,7 @@
 bench/broken/<suite>/manifest.jsonl holds one variant per line: its name, the kind of bug, what
 the bug is, and the bug itself as one edit of the topic's reference experiment (`old` text ->
 `new` text). Variants are built from the current reference, so they follow it; a reference
-change that removes an edit's `old` text is reported by name (tests/test_broken_suite.py)."""
+change that removes an edit's `old` text is reported by name (tests/bench/test_broken_suite.py)."""
 from __future__ import annotations
 
 import json

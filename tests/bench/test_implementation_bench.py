@@ -243,7 +243,7 @@ def test_a_candidate_that_ends_its_process_is_isolated(truth):
 
 
 def test_bench_renders_a_section_the_records_check_accepts(monkeypatch, tmp_path):
-    """What `make bench-implementation` writes passes tests/test_bench_records.py's checks (a
+    """What `make bench-implementation` writes passes tests/bench/test_bench_records.py's checks (a
     synthetic record: the real one needs the LLM)."""
     from bench import implementation_bench as ib
     from bench.implementation.metrics import TaskScore
