@@ -36,7 +36,6 @@ import hashlib
 import itertools
 import logging
 import os
-import shutil
 import socket
 import stat
 import tempfile
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING
 
 from resources.runner import TAIL_CHARS, ProcessResult, read_tail
 from resources.settings import Settings, settings
+from resources.workspace_walk import WorkspaceLimitError, remove_tree
 
 if TYPE_CHECKING:
     from schemas.topic import ExecutionSpec
@@ -187,7 +187,7 @@ def _remove(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path)
+        remove_tree(path)
     else:
         path.unlink()
 
@@ -368,7 +368,10 @@ def _attempt_on_worker(job: dict) -> dict:
                 "logs": {"stdout": _tail_bytes(res.stdout_path, LOG_RETURN_BYTES),
                          "stderr": _tail_bytes(res.stderr_path, LOG_RETURN_BYTES)}}
     finally:
-        shutil.rmtree(task_dir, ignore_errors=True)
+        try:
+            remove_tree(task_dir)
+        except (OSError, WorkspaceLimitError) as e:  # the worker's scratch dir: a later clean-up of it may succeed
+            log.warning("ray worker: could not remove %s: %s", task_dir, e)
 
 
 # --------------------------------------------------------------------------- in the step

@@ -6,8 +6,9 @@ What one run gets (``run_sandboxed``, or the ``Runner`` Dagster resource):
   up) holding only what a Python experiment needs, read-only: ``/usr`` (with Debian's data sets
   under /usr/share/datasets), ``/sys``, the merged-/usr links (/bin, /lib, ...), a few files of
   ``/etc`` (loader cache, passwd/group, time zone, certificates, fonts), the interpreter's dirs
-  (venv and base install) and any ``ro_paths`` / ``$RESEARCHLOOP_SANDBOX_RO`` dirs; the workspace
-  bind-mounted read-write (the only writable host path); a fresh ``/dev``, ``/proc`` of its own
+  (venv and base install) and any ``ro_paths`` / ``$RESEARCHLOOP_SANDBOX_RO`` dirs; at the
+  workspace's path a size-limited tmpfs of its own holding a copy of the workspace (no host path
+  is writable: see **Disk**); a fresh ``/dev``, ``/proc`` of its own
   PID namespace, private size-capped tmpfs on ``/tmp``, ``/dev/shm`` and ``/run`` (``/var/run``
   links to it). No other host path exists inside, so no host UNIX socket file (session bus,
   container runtime, agents under /run, /var, $HOME) can be reached; abstract sockets are per
@@ -22,9 +23,9 @@ What one run gets (``run_sandboxed``, or the ``Runner`` Dagster resource):
 * **A different uid.** As root, RLIMIT_NPROC is not enforced (the kernel exempts uid 0, also
   through a user namespace that maps to it: measured), so when the runner runs as root the
   command runs as a fresh *ephemeral* uid/gid (random, > 1.5e9, no passwd entry, no groups,
-  no capabilities, no_new_privs) that owns nothing on the host except the workspace (chowned
-  to it for the run and back afterwards). As a normal user, bwrap's user namespace is used and
-  the uid is the caller's.
+  no capabilities, no_new_privs) that owns nothing on the host: only the copy of the workspace
+  in the sandbox's own filesystem is given to it; what comes back belongs to the workspace's
+  owner. As a normal user, bwrap's user namespace is used and the uid is the caller's.
 * **rlimits**, set by a tiny trusted shim (``python -I -S -c ...``) *inside* the sandbox just
   before it execs the command, not by a ``preexec_fn`` on bwrap: (1) ``preexec_fn`` is unsafe in
   threaded programs (Dagster), (2) an RLIMIT_NPROC set before bwrap creates its user namespace
@@ -49,10 +50,29 @@ What one run gets (``run_sandboxed``, or the ``Runner`` Dagster resource):
   needed (often read-only or v1 in containers). RLIMIT_AS at 2x is the hard per-process
   backstop against allocation spikes faster than the poll (the script then sees MemoryError);
   set ``limit_address_space=False`` for CUDA.
-* **Disk**: every 0.5 s the workspace's allocated size and entry count are summed (links not
-  followed); above ``disk_mb`` or ``disk_files`` the tree is SIGKILLed (``killed_reason="disk"``).
-  Between two polls a fast writer can overshoot by what it writes in 0.5 s (RLIMIT_FSIZE caps
-  each file). ``prune_attempts`` keeps the newest KEEP_ATTEMPTS attempt folders of an idea.
+* **Disk**, bounded by construction: no poll can stop an allocation (fallocate takes gigabytes
+  at once), so the workspace the command sees is a tmpfs of its own (bwrap ``--size``) of
+  ``disk_mb``, where a write or an fallocate past the quota fails inside the sandbox (ENOSPC).
+  The host fills it from the host folder while the shim waits (as root, owned by the ephemeral
+  uid), holds it open through ``/proc/PID/root`` (an open folder keeps the filesystem alive
+  after the sandbox's mount namespace is gone), and once every process of the sandbox is gone
+  makes the host folder what the run left: new, changed and deleted files, links, FIFOs, modes
+  without set-uid/set-gid bits, times (an unchanged file is compared byte for byte and kept;
+  sockets and devices are left out). That copy back is bounded like every host walk of a
+  workspace (``resources/workspace_walk.py``: no recursion; depth, path length, entries =
+  ``disk_files``, bytes = ``disk_mb`` counted as a copy would write them, so a sparse file counts
+  by its length and can never be inflated past the quota by a later copy) and checked before
+  the host folder is touched: past a bound the host folder keeps what it held before the run.
+  Either way, and for a run that failed with ENOSPC, the result has ``killed_reason="disk"``,
+  the reason being the last line of stderr. Second line: every POLL_S the filesystem's used
+  bytes and entries (statfs) are checked against the quota (SIGKILL, ``disk``). A tmpfs because
+  it works as a normal user (inside bwrap's user namespace) and as root alike, with no mount
+  rights, loop device or quota-enabled filesystem on the host; its price is RAM (what the run
+  writes to its workspace, up to ``disk_mb``, besides ``memory_mb``, freed once it is copied
+  back) and the copy in and back (proportional to the workspace; topic folders are small).
+  Unsandboxed only the poll is left (every DISK_POLL_S the host folder's allocated bytes and
+  entries; a fast writer overshoots) plus the same bounded check after the run.
+  ``prune_attempts`` keeps the newest KEEP_ATTEMPTS attempt folders of an idea.
 * **Wall clock**: at ``timeout_s`` the tree is SIGKILLed (process group, every descendant, the
   namespace's init -> the kernel kills everything in the PID namespace; as root also every
   process of the ephemeral uid). Orphans/daemons die with the namespace when the command exits.
@@ -80,6 +100,7 @@ import secrets
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -96,6 +117,7 @@ from resources.safe_io import read_tail, safe_read  # noqa: F401  (the one tail 
 from resources.settings import settings
 from resources.timing_log import EXPERIMENT as SPAN_EXPERIMENT
 from resources.timing_log import log_span
+from resources.workspace_walk import Bounds, WorkspaceLimitError, copy_tree, remove_tree, scan
 
 if TYPE_CHECKING:
     from schemas.topic import ExecutionSpec
@@ -114,6 +136,9 @@ DEFAULT_DISK_MB = 4096
 DEFAULT_DISK_FILES = 100_000
 DISK_POLL_S = 0.5
 KEEP_ATTEMPTS = 3  # attempt folders kept per idea (older ones are pruned, see prune_attempts)
+_READY_S = 60.0  # bubblewrap's set-up, before the host fills the workspace
+# how a process reports a full filesystem (ENOSPC, EDQUOT) on stderr: Python's OSError and libc's strerror
+_OUT_OF_SPACE = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "[Errno 122]")
 UNSANDBOXED_ENV = "RESEARCHLOOP_UNSANDBOXED"
 
 INSTALL_HINT = (
@@ -123,13 +148,21 @@ INSTALL_HINT = (
 )
 
 # Runs inside the sandbox (trusted code, the runner's own interpreter, -I -S: no site, no
-# env influence): rlimits, then (as root) drop to the ephemeral uid, no_new_privs, exec.
-# argv: uid gid nproc as_bytes fsize_bytes -- command...   (-1 = leave unchanged)
+# env influence): waits until the host has filled the workspace, then rlimits, then (as root)
+# drop to the ephemeral uid, no_new_privs, exec.
+# argv: uid gid nproc as_bytes fsize_bytes ready_fd go_fd -- command...   (-1 = leave unchanged / none)
 _SHIM = r"""
 import os, sys, resource
 a = sys.argv
-uid, gid, nproc, as_b, fsize_b = (int(x) for x in a[1:6])
-cmd = a[7:]
+uid, gid, nproc, as_b, fsize_b, ready, go = (int(x) for x in a[1:8])
+cmd = a[9:]
+if ready >= 0:  # the sandbox is set up: the host fills its workspace filesystem, then says go
+    os.write(ready, b"r")
+    os.close(ready)
+    got = os.read(go, 1)
+    os.close(go)
+    if got != b"g":
+        sys.exit("runner shim: the workspace was not set up")
 def lim(res, v):
     if v < 0:
         return
@@ -201,7 +234,7 @@ class ProcessResult(pydantic.BaseModel):
     workdir: str
     exit_code: int | None  # None when the runner killed it (see killed_reason)
     timed_out: bool
-    killed_reason: str | None  # "timeout" | "memory" | "file_size" (SIGXFSZ) | None
+    killed_reason: str | None  # "timeout" | "memory" | "disk" | "file_size" (SIGXFSZ) | None
     duration_s: float
     stdout_path: str
     stderr_path: str
@@ -261,21 +294,27 @@ def sandbox_available() -> tuple[bool, str]:
 
 # --------------------------------------------------------------------------- workspace
 
+def workspace_bounds(disk_mb: int | None = DEFAULT_DISK_MB, disk_files: int = DEFAULT_DISK_FILES) -> Bounds:
+    """What a walk, copy or hash of a workspace may take: its disk quota in bytes as a copy would
+    write them (a sparse file by its length), its file count, and the walk's depth and path limits."""
+    return Bounds(max_bytes=None if disk_mb is None else int(disk_mb) << 20, max_entries=int(disk_files))
+
+
 def prepare_workspace(template_dir: Path, dest: Path,
                       ignore: Sequence[str] = ("__pycache__", "*.pyc", "runs", "final_info.json"),
-                      ) -> Path:
-    """A fresh copy of the template for one attempt (dest is replaced if it exists)."""
+                      bounds: Bounds | None = None) -> Path:
+    """A fresh copy of the template for one attempt (dest is replaced if it exists, at any depth).
+    Raises WorkspaceLimitError when the template is past `bounds` (default: the default quota)."""
     template_dir, dest = Path(template_dir).resolve(), Path(dest).absolute()
     if not template_dir.is_dir():
         raise FileNotFoundError(f"template dir not found: {template_dir}")
     if dest.resolve() == template_dir or template_dir in dest.resolve().parents:
         raise ValueError(f"workspace {dest} must not be inside the template {template_dir}")
-    if dest.is_symlink() or dest.is_file():
-        dest.unlink()
-    elif dest.exists():
-        shutil.rmtree(dest)
+    remove_tree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(template_dir, dest, symlinks=True, ignore=shutil.ignore_patterns(*ignore))
+    dest.mkdir()
+    copy_tree(template_dir, dest, bounds or workspace_bounds(), ignore=ignore)
+    dest.chmod(stat.S_IMODE(template_dir.stat().st_mode))
     return dest
 
 
@@ -291,7 +330,10 @@ def prune_attempts(workdir: Path, keep: int = KEEP_ATTEMPTS) -> list[Path]:
     numbered.sort()
     removed = []
     for n, p in numbered[:max(0, len(numbered) - keep)]:
-        shutil.rmtree(p, ignore_errors=True)
+        try:
+            remove_tree(p)
+        except (OSError, WorkspaceLimitError) as e:  # a later prune tries again
+            log.warning("runner: could not remove %s: %s", p, e)
         for log_file in (workdir / "logs").glob(f"attempt-{n}-*"):
             log_file.unlink(missing_ok=True)
         removed.append(p)
@@ -442,16 +484,20 @@ def _bind_set(paths: Iterable[Path | str]) -> list[Path]:
 
 def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expose: Sequence[Path],
                tmp_bytes: int, root_mode: bool, bwrap: str = "bwrap",
-               ro_paths: Sequence[Path | str] = ()) -> list[str]:
+               ro_paths: Sequence[Path | str] = (), ws_bytes: int | None = None,
+               ws_mode: int = 0o755) -> list[str]:
     """The bwrap part of the command line (everything up to the sandboxed program).
 
     The sandbox's root is an empty tmpfs (made read-only at the end) holding only: /usr and /sys
     read-only, the merged-/usr links (/bin, /lib, ...), a few files of /etc, the interpreter's
-    dirs (`expose`) and `ro_paths` read-only, the workspace read-write, a fresh /dev and /proc,
-    and private tmpfs on /tmp, /dev/shm and /run (/var/run links to it). Nothing else of the
-    host is there, so no host UNIX socket (the session bus, a container runtime's or an agent's
-    socket under /run, /var, $HOME ...) can be reached: the network namespace covers only
-    abstract sockets, not socket files. `hide` dirs inside what is shown become empty tmpfs."""
+    dirs (`expose`) and `ro_paths` read-only, a fresh /dev and /proc, and private tmpfs on /tmp,
+    /dev/shm and /run (/var/run links to it). The workspace's path is a tmpfs of its own of
+    `ws_bytes` (None: the kernel's default, half the RAM), mode `ws_mode`, which the host fills
+    before the command starts and copies back after it (run_sandboxed): no host folder is
+    writable. Nothing else of the host is there, so no host UNIX socket (the session bus, a
+    container runtime's or an agent's socket under /run, /var, $HOME ...) can be reached: the
+    network namespace covers only abstract sockets, not socket files. `hide` dirs inside what is
+    shown become empty tmpfs."""
     workdir = Path(workdir)
     binds = _bind_set([*system_ro_paths(), *expose, *ro_paths])
     hide = _normalise_dirs(hide)
@@ -504,7 +550,8 @@ def bwrap_argv(workdir: Path, *, env: dict[str, str], hide: Sequence[Path], expo
     for h in before:
         args += ["--perms", "0755", "--size", str(_HIDDEN_TMPFS_BYTES), "--tmpfs", str(h)]
     args += parents(workdir) + _mkdirs(workdir, tmpfs_roots)
-    args += ["--bind", str(workdir), str(workdir)]
+    args += ["--perms", f"{ws_mode & 0o777:04o}", *(["--size", str(ws_bytes)] if ws_bytes else []),
+             "--tmpfs", str(workdir)]
     for h in after:
         args += _mkdirs(h, tmpfs_roots)
         args += ["--perms", "0755", "--size", str(_HIDDEN_TMPFS_BYTES), "--tmpfs", str(h)]
@@ -704,17 +751,130 @@ def _sweep_uid(uid: int, timeout: float = 5.0) -> None:
     log.warning("runner: processes of sandbox uid %s survived %.0fs of SIGKILL", uid, timeout)
 
 
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
+# --------------------------------------------------------------------------- the workspace filesystem
+
+def _sandbox_pid(root: int) -> int | None:
+    """A process inside the sandbox's mount namespace (leaves of the tree first)."""
     try:
-        os.chown(root, uid, gid, follow_symlinks=False)
+        own = os.readlink("/proc/self/ns/mnt")
     except OSError:
-        pass
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for n in dirnames + filenames:
-            try:
-                os.chown(os.path.join(dirpath, n), uid, gid, follow_symlinks=False)
-            except OSError:
-                pass
+        return None
+    for p in reversed(_tree(root)[1:]):
+        try:
+            if os.readlink(f"/proc/{p.pid}/ns/mnt") != own:
+                return p.pid
+        except OSError:
+            continue
+    return None
+
+
+def _open_sandbox_workspace(root: int, workdir: Path) -> int:
+    """An open folder on the sandbox's own workspace filesystem, reached through a process of the
+    sandbox while it waits. Held open, it keeps that filesystem and what the run leaves in it
+    readable after the sandbox is gone, until it is closed (then the kernel frees it)."""
+    pid = _sandbox_pid(root)
+    if pid is None:
+        raise RuntimeError("runner: no process of the sandbox was found to reach its workspace")
+    fd = os.open(f"/proc/{pid}/root{workdir}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if os.fstat(fd).st_dev == os.stat(workdir).st_dev:
+        os.close(fd)
+        raise RuntimeError(f"runner: the sandbox's {workdir} is the host folder, not a filesystem of its own")
+    return fd
+
+
+def _wait_ready(ready_fd: int, timeout: float) -> bool | None:
+    """True when the shim says the sandbox is set up, False when it ended first (bwrap failed:
+    its message is on stderr), None when neither happened within timeout."""
+    r, _, _ = select.select([ready_fd], [], [], max(0.0, timeout))
+    if not r:
+        return None
+    return os.read(ready_fd, 1) == b"r"
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}" + (f": {e.filename}" if e.filename else "")
+    return str(e)
+
+
+def _fill_workspace(root: int, ready_fd: int, go_fd: int, workdir: Path, bounds: Bounds,
+                    inner: Sequence[str], owner: tuple[int, int] | None, timeout: float,
+                    ) -> tuple[int | None, str | None, str | None]:
+    """Wait until the sandbox is set up, copy the host workspace into the sandbox's filesystem
+    and let the command start. Returns (the open workspace filesystem or None, killed_reason,
+    note); without a filesystem nothing is copied back."""
+    try:
+        ready = _wait_ready(ready_fd, min(_READY_S, timeout))
+        if ready is None:
+            return None, "timeout", "the sandbox was not set up in time"
+        if not ready:
+            return None, None, None
+        fd = _open_sandbox_workspace(root, workdir)
+        try:
+            copy_tree(workdir, fd, bounds, skip=inner, owner=owner, unlock=True)
+            if owner is not None:
+                os.fchown(fd, *owner)
+        except (WorkspaceLimitError, OSError) as e:
+            os.close(fd)
+            return None, "disk", ("the workspace could not be copied into its filesystem, the command did not "
+                                  f"start: {_reason(e)}")
+        os.write(go_fd, b"g")
+        return fd, None, None
+    finally:
+        os.close(ready_fd)
+        os.close(go_fd)
+
+
+def _fs_usage(fd: int) -> tuple[int, int]:
+    """(bytes used, entries) of the workspace filesystem open as fd (its root not counted)."""
+    st = os.fstatvfs(fd)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize, max(0, st.f_files - st.f_ffree - 1)
+
+
+def _inner_hidden(workdir: Path, hidden: Sequence[Path]) -> list[str]:
+    """Hidden dirs inside the workspace, relative: never copied in (the sandbox sees them empty)
+    nor back (the host's stay as they are)."""
+    return [h.relative_to(workdir).as_posix() for h in _normalise_dirs(hidden) if h != workdir and _under(h, workdir)]
+
+
+def _copy_back(fd: int, workdir: Path, bounds: Bounds, keep: Sequence[str],
+               owner: tuple[int, int] | None) -> str | None:
+    """Make the host workspace hold what the run left in its filesystem; None when done, else
+    why not. The whole tree is checked against the bounds first, so a refusal leaves the host
+    folder as it was before the run; then only what differs is written (a file the run left
+    as it was stays, its content compared byte for byte)."""
+    try:
+        scan(fd, bounds, skip=keep, unlock=True)
+    except (WorkspaceLimitError, OSError) as e:
+        return ("the run's files were not copied back to the host (the workspace keeps what it held "
+                f"before the run): {_reason(e)}")
+    try:
+        copy_tree(fd, workdir, bounds, skip=keep, owner=owner, sync=True, unlock=True)
+    except (WorkspaceLimitError, OSError) as e:
+        return f"the run's files were copied back to the host only in part: {_reason(e)}"
+    return None
+
+
+def _check_in_place(workdir: Path, bounds: Bounds) -> str | None:
+    """Unsandboxed: whether what the run left in the host folder is within bounds (so no later
+    walk, copy or hash of it is refused or runs away); None when it is."""
+    try:
+        scan(workdir, bounds)
+    except (WorkspaceLimitError, OSError) as e:
+        return f"the workspace is past its limits after the run: {_reason(e)}"
+    return None
+
+
+def _note(path: Path, text: str) -> None:
+    """Append the runner's own line to a log: the last line, which the attempt records as its error."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "a") as f:
+        f.write(f"\nrunner: {text}\n")
+
+
+def _out_of_space(stderr_path: Path) -> bool:
+    tail = read_tail(stderr_path)
+    return any(m in tail for m in _OUT_OF_SPACE)
 
 
 # --------------------------------------------------------------------------- output
@@ -751,6 +911,12 @@ def _wait_exit(proc: subprocess.Popen, pidfd: int | None, timeout: float) -> boo
         time.sleep(min(0.02, max(0.0, end - time.monotonic())))
 
 
+def _disk_over(ws_fd: int | None, workdir: Path, disk_mb: int | None, disk_files: int) -> bool:
+    """The polled quota (a second line behind the sized filesystem; the only one unsandboxed)."""
+    size, entries = _fs_usage(ws_fd) if ws_fd is not None else workspace_usage(workdir, disk_files)
+    return (disk_mb is not None and size > int(disk_mb) << 20) or entries > disk_files
+
+
 def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory_mb: int = 4096,
                   max_procs: int = 256, max_file_mb: int = 512, env: dict[str, str] | None = None,
                   sandbox: bool = True, python: str | None = None,
@@ -761,9 +927,11 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
 
     ``hide`` replaces the default hidden dirs (``default_hidden_paths()``); ``logs_dir``
     defaults to ``WORKDIR/../logs``; ``ro_paths``: more host dirs the sandbox sees read-only
-    (data); ``disk_mb``/``disk_files``: the workspace's quota (None: none), checked every
-    DISK_POLL_S. Never raises for what the command does; raises RuntimeError if ``sandbox`` is
-    requested and bubblewrap does not work here.
+    (data); ``disk_mb``/``disk_files``: the workspace's quota (None: no byte quota): the size of
+    the sandbox's workspace filesystem, what may be copied back, and the polled second line.
+    Never raises for what the command does (a workspace past its limits is a result with
+    killed_reason "disk" and the reason as the last line of stderr); raises RuntimeError if
+    ``sandbox`` is requested and bubblewrap does not work here.
     """
     if not command:
         raise ValueError("empty command")
@@ -792,19 +960,23 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
     as_bytes = 2 * mem_bytes if limit_address_space else -1
     fsize_bytes = int(max_file_mb) << 20
     full_env = build_env(workdir, python, env)
+    bounds = workspace_bounds(disk_mb, disk_files)
     root_mode = sandbox and os.geteuid() == 0
     uid = gid = -1
-    owner = None
+    ws_st = workdir.stat()
+    # as root the files copied back belong to the workspace's owner, as the folder does
+    back_owner = ((ws_st.st_uid, ws_st.st_gid) if root_mode and (ws_st.st_uid, ws_st.st_gid)
+                  != (os.geteuid(), os.getegid()) else None)
     if root_mode:
         uid = gid = _EPHEMERAL_UID_BASE + secrets.randbelow(_EPHEMERAL_UID_SPAN)
-        st = workdir.stat()
-        owner = (st.st_uid, st.st_gid)
-        _chown_tree(workdir, uid, gid)
+    ready_r, ready_w, go_r, go_w = (*os.pipe(), *os.pipe()) if sandbox else (-1, -1, -1, -1)
 
     shim = [sys.executable, "-I", "-S", "-c", _SHIM, str(uid), str(gid),
-            str(int(max_procs) if sandbox else -1), str(as_bytes), str(fsize_bytes), "--"]
+            str(int(max_procs) if sandbox else -1), str(as_bytes), str(fsize_bytes), str(ready_w), str(go_r), "--"]
+    inner: list[str] = []
     if sandbox:
         hidden = [Path(h) for h in (default_hidden_paths() if hide is None else hide)]
+        inner = _inner_hidden(workdir, hidden)
         expose = _interpreter_roots(python) + _interpreter_roots(sys.executable)
         if root_mode:
             # a host dir the ephemeral uid cannot traverse (e.g. /root 0700 holding pyenv)
@@ -814,8 +986,8 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
                 if anc is not None:
                     hidden.append(anc)
         argv = bwrap_argv(workdir, env=full_env, hide=hidden, expose=expose, ro_paths=ro_paths,
-                          tmp_bytes=mem_bytes, root_mode=root_mode,
-                          bwrap=shutil.which("bwrap") or "bwrap") + shim + command
+                          tmp_bytes=mem_bytes, root_mode=root_mode, bwrap=shutil.which("bwrap") or "bwrap",
+                          ws_bytes=bounds.max_bytes, ws_mode=stat.S_IMODE(ws_st.st_mode)) + shim + command
     else:
         # RLIMIT_NPROC counts all the caller's processes outside a namespace: not set here
         argv = shim + command
@@ -824,24 +996,38 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
     out_fd, err_fd = _open_log(stdout_path), _open_log(stderr_path)
     start = time.monotonic()
     killed_reason: str | None = None
+    note: str | None = None
     peak = 0
+    ws_fd: int | None = None
+    swept = False
     try:
         try:
             proc = subprocess.Popen(argv, cwd=workdir, env=full_env, stdin=subprocess.DEVNULL,
                                     stdout=out_fd, stderr=err_fd, start_new_session=True,
-                                    close_fds=True)
+                                    close_fds=True, pass_fds=(ready_w, go_r) if sandbox else ())
+        except BaseException:
+            for fd in (ready_r, go_w):
+                if fd >= 0:
+                    os.close(fd)
+            raise
         finally:
-            os.close(out_fd)
-            os.close(err_fd)
+            for fd in (out_fd, err_fd, ready_w, go_r):
+                if fd >= 0:
+                    os.close(fd)
         try:
             pidfd: int | None = os.pidfd_open(proc.pid)
         except (AttributeError, OSError):
             pidfd = None
         try:
+            if sandbox:
+                sandbox_owner = (uid, gid) if root_mode else None
+                ws_fd, killed_reason, note = _fill_workspace(proc.pid, ready_r, go_w, workdir, bounds, inner,
+                                                             sandbox_owner, float(timeout_s))
+            start = time.monotonic()
             deadline = start + float(timeout_s)
-            next_disk = start + DISK_POLL_S
+            next_disk = start + (POLL_S if ws_fd is not None else DISK_POLL_S)
             seen: list[int] = []
-            while True:
+            while killed_reason is None:
                 if _wait_exit(proc, pidfd, min(POLL_S, max(0.0, deadline - time.monotonic()))):
                     break
                 now = time.monotonic()
@@ -854,14 +1040,12 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
                     peak = max(peak, used)
                     if used > mem_bytes:
                         killed_reason = "memory"
-                    elif disk_mb is not None and now >= next_disk:
-                        next_disk = now + DISK_POLL_S
-                        size, entries = workspace_usage(workdir, disk_files)
-                        if size > int(disk_mb) << 20 or entries > disk_files:
+                    elif (ws_fd is not None or disk_mb is not None) and now >= next_disk:
+                        next_disk = now + (POLL_S if ws_fd is not None else DISK_POLL_S)
+                        if _disk_over(ws_fd, workdir, disk_mb, disk_files):
                             killed_reason = "disk"
-                if killed_reason:
-                    seen = _kill_tree(proc.pid)
-                    break
+            if killed_reason:
+                seen = _kill_tree(proc.pid)
             # leftovers in the process group (unsandboxed daemons that did not setsid)
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -877,11 +1061,25 @@ def run_sandboxed(command: list[str], workdir: Path, *, timeout_s: float, memory
         rc = proc.wait()
         duration = time.monotonic() - start
         _wait_gone(seen)
-    finally:
         if root_mode:
             _sweep_uid(uid)
-            if owner is not None:
-                _chown_tree(workdir, *owner)
+            swept = True
+        # every process of the sandbox is gone (its PID namespace died with it): what its
+        # filesystem holds is final
+        if killed_reason is None and rc != 0 and _out_of_space(stderr_path):
+            killed_reason = "disk"  # the sized filesystem (or /tmp) refused a write: ENOSPC
+        if ws_fd is not None:
+            note = _copy_back(ws_fd, workdir, bounds, inner, back_owner) or note
+        elif not sandbox:
+            note = _check_in_place(workdir, bounds) or note
+    finally:
+        if ws_fd is not None:
+            os.close(ws_fd)  # the sandbox's workspace filesystem is freed here
+        if root_mode and not swept:
+            _sweep_uid(uid)
+    if note:
+        _note(stderr_path, note)
+        killed_reason = killed_reason or "disk"
 
     exit_code: int | None = rc
     if killed_reason:
@@ -967,4 +1165,4 @@ class Runner(dg.ConfigurableResource):
         return not unsandboxed_by_environment()
 
     def prepare_workspace(self, template_dir: str | Path, dest: str | Path) -> Path:
-        return prepare_workspace(Path(template_dir), Path(dest))
+        return prepare_workspace(Path(template_dir), Path(dest), bounds=workspace_bounds(self.disk_mb, self.disk_files))
