@@ -1,7 +1,8 @@
 """`researchloop`: the loop from the command line, over the same assets the UI runs.
 
   researchloop run --topic NAME [--rounds N]   set up a topic and run rounds headless: the
-                                               sensors' jobs (one run per round), their stop rules
+                                               sensors' jobs (one run per round), their stop rules;
+                                               --cancel-queued cancels the topic's queued runs first
   researchloop status                          topics, rounds done, best result, tokens
   researchloop lineage IDEA_ID                 how an idea arose, what it changed and scored
   researchloop lineage TOPIC                   the topic's best code round by round (stacked wins)
@@ -68,11 +69,17 @@ def materialize_stage(asset_def, partition_key, instance, resources, parallel: i
     return _stage_outcome(result)
 
 
+# The CLI's log folder under DAGSTER_HOME. Not `logs/`: Dagster owns that one (its telemetry
+# log), and every dagster-daemon, the one `make ui` starts included, renames `logs/` to
+# `.logs_queue/` on start to upload its files, whatever dagster.yaml says about telemetry.
+LOG_DIR = "cli_logs"
+
+
 def _log_path():
-    """A fresh log file for one CLI run under $DAGSTER_HOME/logs/."""
+    """A fresh log file for one CLI run under $DAGSTER_HOME/cli_logs/."""
     from resources.paths import under_home
 
-    return under_home("logs") / f"cli-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    return under_home(LOG_DIR) / f"cli-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
 
 @contextlib.contextmanager
@@ -135,25 +142,51 @@ class RunReport:
                       for s, v in states.items()}
         self.usage: dict[str, dict] = {}
         self.failed_checks: list[str] = []
+        self.check_details: dict[str, list[str]] = {}  # failed check -> what it says and what failed
+        self.outcome: dict[str, dict] = {}  # asset -> the status / reason / error its materialisation reported
         self.errors: list[str] = []
+        self.error_classes: list[str] = []
         events = dg.DagsterEventType
         for entry in instance.all_logs(run_id, of_type={events.ASSET_MATERIALIZATION, events.STEP_FAILURE,
                                                         events.ASSET_CHECK_EVALUATION, events.RUN_FAILURE}):
             ev = entry.dagster_event
             if ev.event_type == events.ASSET_MATERIALIZATION:
                 mat = ev.step_materialization_data.materialization
-                self.usage[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()
-                                                              if k in self.USAGE}
+                name = mat.asset_key.to_user_string()
+                self.usage[name] = {k: v.value for k, v in mat.metadata.items() if k in self.USAGE}
+                self.outcome[name] = {k: v.value for k, v in mat.metadata.items() if k in OUTCOME_KEYS}
             elif ev.event_type == events.ASSET_CHECK_EVALUATION:
                 check = ev.event_specific_data
                 if not check.passed:
-                    self.failed_checks.append(f"{check.asset_key.to_user_string()}.{check.check_name}")
+                    name = f"{check.asset_key.to_user_string()}.{check.check_name}"
+                    self.failed_checks.append(name)
+                    self.check_details[name] = check_lines(check)
             elif ev.event_type == events.STEP_FAILURE:
                 err = ev.step_failure_data.error
-                msg = (err.message if err else entry.user_message or "").strip().splitlines()
-                self.errors.append(f"{ev.step_key}: {msg[0] if msg else 'failed'}")
+                inner = innermost_error(err)
+                self.error_classes.append(inner.cls_name if inner else "")
+                self.errors.append(f"{ev.step_key}: {error_text(inner) if inner else entry.user_message or 'failed'}")
             elif ev.event_type == events.RUN_FAILURE and not self.errors:
-                self.errors.append((entry.user_message or "run failed").strip().splitlines()[0])
+                inner = innermost_error(getattr(ev.event_specific_data, "error", None))
+                self.error_classes.append(inner.cls_name if inner else "")
+                self.errors.append(error_text(inner) if inner else
+                                   (entry.user_message or "run failed").strip().splitlines()[0])
+
+    def failure_lines(self) -> list[str]:
+        """What went wrong, as plain lines for the terminal: each failed step's own error (the user's
+        exception under Dagster's wrappers, and where it was raised), each failed blocking check's
+        description and failing values with the status and reason its asset reported."""
+        lines = [e for e, cls in zip(self.errors, self.error_classes, strict=True)
+                 if not (cls == "DagsterAssetCheckFailedError" and self.failed_checks)]
+        for name in self.failed_checks:
+            description, *failing = self.check_details[name]
+            lines.append(f"check {name} failed" + (f": {description}" if description else ""))
+            lines += [f"  {x}" for x in failing]
+            asset = name.rsplit(".", 1)[0]
+            said = self.outcome.get(asset, {})
+            if said:
+                lines.append(f"  {asset} reported " + "; ".join(f"{k}: {_one_line(v)}" for k, v in said.items() if v))
+        return lines
 
     @property
     def ok(self) -> bool:
@@ -168,6 +201,73 @@ class RunReport:
         marks = {"SUCCESS": "ok", "FAILURE": "FAILED", "SKIPPED": "skipped", "NOT_RUN": "not run"}
         return ", ".join(f"{s} {marks.get(self.state.get(s, 'NOT_RUN'), self.state.get(s, '').lower())}"
                          for s in self.stages)
+
+
+OUTCOME_KEYS = ("status", "reason", "error")  # materialisation metadata that says how an asset's work went
+ERROR_LINES = 3  # lines of the innermost error's message shown on the terminal
+
+
+def _one_line(value, limit: int = 300) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def innermost_error(err):
+    """The error a Dagster error wraps (SerializableErrorInfo): follow `cause` (raise ... from),
+    and `context` out of Dagster's own wrappers, down to the user's exception."""
+    while err is not None:
+        nxt = err.cause or (err.context if (err.cls_name or "").startswith("Dagster") else None)
+        if nxt is None:
+            return err
+        err = nxt
+    return None
+
+
+def error_text(err) -> str:
+    """An error's own message (its first lines, without Dagster's module prefix) and where it was
+    raised: the last frame of its stack."""
+    lines = [x.rstrip() for x in (err.message or "").strip().splitlines() if x.strip()][:ERROR_LINES]
+    text = " | ".join(lines) or err.cls_name or "failed"
+    frame = next((f for f in reversed(err.stack or []) if f.strip().startswith("File ")), "")
+    if frame:
+        where = frame.strip().splitlines()[0]  # File "/path/x.py", line 12, in fn
+        try:
+            path, rest = where[len('File "'):].split('", line ', 1)
+            lineno, _, fn = rest.partition(", in ")
+            where = f"{os.path.relpath(path) if path.startswith(os.getcwd()) else path}:{lineno} in {fn}"
+        except ValueError:
+            pass
+        text += f" (at {where})"
+    return text
+
+
+def check_descriptions() -> dict[str, str]:
+    """'asset.check' -> the description its AssetCheckSpec gives."""
+    from assets import ALL_ASSETS
+
+    return {f"{spec.asset_key.to_user_string()}.{spec.name}": spec.description or ""
+            for a in ALL_ASSETS for spec in a.check_specs}
+
+
+def check_lines(evaluation) -> list[str]:
+    """A failed check as lines: its description, then what failed: the expectations marked NO in
+    assets/shared/checks.py's table with their unexpected counts, and any other metadata value."""
+    name = f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}"
+    lines = [evaluation.description or check_descriptions().get(name, "")]
+    failing = []
+    for key, value in (evaluation.metadata or {}).items():
+        text = str(value.value)
+        if key == "expectations":
+            for row in text.splitlines():
+                cells = [c.strip() for c in row.strip().strip("|").split("|")]
+                if len(cells) == 4 and cells[2] == "NO":
+                    failing.append(f"{cells[0]}" + (f" on {cells[1]}" if cells[1] else "")
+                                   + (f": {cells[3]} unexpected" if cells[3] else ""))
+        elif key != "rows":
+            failing.append(f"{key}: {_one_line(text, 200)}")
+    if failing:
+        lines.append("failing: " + "; ".join(failing))
+    return lines
 
 
 class StageWatcher(threading.Thread):
@@ -260,14 +360,14 @@ def cmd_run(args) -> int:
     console = _console()
     console.print(f"log (warnings, Dagster events): {log_path}", highlight=False, soft_wrap=True)
     with stderr_to(log_path):
-        return _run(args, console)
+        return _run(args, console, log_path)
 
 
-def _run(args, console) -> int:
+def _run(args, console, log_path=None) -> int:
     import dagster as dg
     from filelock import Timeout
 
-    from pipelines.guards import fail_stale_runs, runs_in_flight, set_aside_unrecorded_rounds, topic_lock
+    from pipelines.guards import set_aside_unrecorded_rounds, topic_lock
     from resources.paths import register_topic_dir, resolve_topic_dir
     from resources.store import record_store
     from schemas.topic import TopicSpecError, load_topic
@@ -289,24 +389,56 @@ def _run(args, console) -> int:
         console.print(f"[red]{spec.name} is driven by another `researchloop run`[/red] (lock {lock.lock_file})")
         return 3
     try:
-        for run_id in fail_stale_runs(instance, spec.name, log=lambda m: None):
-            console.print(f"run {run_id} was left running by a process that is gone: marked failed", highlight=False)
-        busy = runs_in_flight(instance, spec.name)
-        if busy:
-            r = busy[0]
-            console.print(f"[red]{spec.name} has a run in flight:[/red] {r.job_name} "
-                          f"{r.tags.get('dagster/partition', '')} {r.status.value} (run {r.run_id}); "
-                          "wait for it or cancel it in the UI", highlight=False)
+        if not preflight(console, instance, spec.name, cancel_queued=getattr(args, "cancel_queued", False)):
             return 3
         for rk in set_aside_unrecorded_rounds(instance, record_store(), spec.name, log=lambda m: None):
             console.print(f"{rk}: its end-of-round record was stored by a run that died before Dagster recorded it: "
                           "set aside, the round runs again", highlight=False)
-        return drive(args, console, instance, spec, last)
+        return drive(args, console, instance, spec, last, log_path)
     finally:
         lock.release()
 
 
-def drive(args, console, instance, spec, last: int) -> int:
+def preflight(console, instance, topic: str, cancel_queued: bool = False) -> bool:
+    """Before a loop drives `topic` (holding its lock): runs left behind by processes that are gone
+    are cleaned up, each named on the terminal: a run marked running whose launcher or run worker is
+    gone is marked failed; a run waiting in the queue with no dagster-daemon left to start it (the
+    UI that queued it was stopped) is canceled, and so is any queued run of the topic when
+    `cancel_queued` (--cancel-queued) says so. Returns False, having said what is in the way and how
+    to go on, when a live run or a live daemon's queued run remains."""
+    from pipelines.guards import (
+        WAITING,
+        cancel_queued_runs,
+        daemon_state,
+        fail_stale_runs,
+        runs_in_flight,
+        waiting_runs,
+    )
+
+    def say(line):
+        console.print(line, highlight=False, markup=False)
+
+    for run_id in fail_stale_runs(instance, topic, log=lambda m: None):
+        say(f"run {run_id} was left running by a process that is gone: marked failed")
+    daemon = daemon_state(instance)
+    if waiting_runs(instance, topic) and (cancel_queued or not daemon.alive):
+        why = "as --cancel-queued asked" if cancel_queued else f"{daemon.detail}, so nothing would ever start it"
+        cancel_queued_runs(instance, topic, why, log=say)
+    busy = runs_in_flight(instance, topic)
+    if not busy:
+        return True
+    r = busy[0]
+    console.print(f"[red]{topic} has a run in flight:[/red] {r.job_name} {r.tags.get('dagster/partition', '')} "
+                  f"{r.status.value} (run {r.run_id})", highlight=False)
+    if r.status in WAITING:
+        say(f"  {daemon.detail} and starts queued runs when a slot is free: wait for it, or cancel the topic's "
+            f"queued runs and drive it from here: researchloop run --topic {topic} --cancel-queued")
+    else:
+        say("  it is running: wait for it to finish, or terminate it in the UI (`make ui`, Runs) and run again")
+    return False
+
+
+def drive(args, console, instance, spec, last: int, log_path=None) -> int:
     """The loop: the topic's set-up if it is not done, then one research_round run per round while
     decide_next_round (the sensor's decision) allows; then the verdict table."""
     from rich.progress import (
@@ -424,45 +556,85 @@ def drive(args, console, instance, spec, last: int) -> int:
     if failed:
         what, rep = failed
         console.print(f"[red]stopped: {what} failed[/red] (run {rep.run_id}; `make ui` shows it)", highlight=False)
-        for line in rep.errors[:5]:
-            console.print(f"  {line}", highlight=False, markup=False)
+        for line in rep.failure_lines()[:12]:
+            console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
         if rep.failed_checks:
             console.print(f"  failed checks: {', '.join(rep.failed_checks)}", highlight=False)
+        if log_path:
+            console.print(f"  full log: {log_path}", highlight=False, soft_wrap=True)
         return 1
     return 0
 
 
-def print_verdicts(console, topic: str, rounds: list[str]) -> None:
-    from rich.table import Table
+VERDICT_COLOURS = {"improvement": "green", "maintenance": "yellow", "decline": "red", "failed": "magenta"}
+
+
+def verdict_row(f, round_key: str, source: str) -> tuple:
+    """One idea's row of the end-of-run table: round and idea, its source, the verdict, the metric
+    against the code it was judged against (marked * when that is not the baseline) with the 95%
+    interval of the difference, and the reason (cut by the table to the width left; the whole of
+    it is in the record, the UI and `lineage`)."""
+    from rich.text import Text
 
     from pipelines.debug_cli import plain
+
+    def one_line(text: str, style: str = "") -> Text:  # names and reasons come from the LLM and scripts
+        return Text(" ".join(plain(text).split()), style=style, no_wrap=True, overflow="ellipsis")
+
+    stacked = f.reference not in ("", "baseline")
+    if f.metric_value is None:
+        metric = "no metric"
+    else:
+        ref = f.reference_value if f.reference_value is not None else f.baseline_value
+        metric = f"{f.metric_value:.4f} vs {ref:.4f}{'*' if stacked else ''}"
+        if f.ci_low is not None:
+            metric += f" [{f.ci_low:+.4f}, {f.ci_high:+.4f}]"
+    reason = f.reason.removeprefix(f"vs {f.reference}: ") if stacked else f.reason  # the caption names it
+    return (one_line(f"{round_key} {f.name}"), one_line(source),
+            Text(f.verdict, style=VERDICT_COLOURS.get(f.verdict, "")), metric, one_line(reason))
+
+
+def verdict_table(topic: str, rows: list[tuple], references: dict[str, str] | None = None):
+    """The end-of-run verdict table, one line per idea: the idea is cut at 28 characters and the
+    reason to the width left (with an ellipsis); source, verdict and metric stay whole.
+    `references`: round -> the best code its ideas were judged against, where not the baseline."""
+    from rich import box
+    from rich.table import Table
+
+    caption = "\n".join(f"* {rk}: against {ref}" for rk, ref in (references or {}).items()) or None
+    table = Table(title=f"{topic}: verdicts against the baseline (*: the best code an idea built on)",
+                  caption=caption, caption_justify="left", box=box.SIMPLE_HEAD, title_justify="left",
+                  pad_edge=False, collapse_padding=True)
+    table.add_column("idea", no_wrap=True, max_width=28)
+    table.add_column("source", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("metric vs baseline [95% CI of diff]", no_wrap=True)
+    table.add_column("reason")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def print_verdicts(console, topic: str, rounds: list[str]) -> None:
     from resources.store import record_store
     from schemas.frames import from_frame
     from schemas.records import Feedback
 
-    def fmt(v):
-        return "" if v is None else f"{v:.4f}"
-
     store = record_store()
-    table = Table(title=f"{topic}: verdicts against the baseline and the best so far (stacking: `vs` is the code "
-                        "the idea was built on)")
-    from assets.feedback_summary.feedback import verdict_cells
-
-    for c in ("round", "idea", "verdict", "vs", "metric", "baseline", "mean diff", "95% interval", "seeds",
-              "vs baseline", "vs best", "reason"):
-        table.add_column(c)
-    colours = {"improvement": "green", "maintenance": "yellow", "decline": "red", "failed": "magenta"}
+    rows, references = [], {}
     for rk in rounds:
         df = store.read("feedback_summary", topic, rk)
         if df is None:
             continue
+        ideas = store.read("filtered_ideas", topic, rk)
+        sources = (dict(zip(ideas["idea_id"], ideas["source"], strict=True))
+                   if ideas is not None and {"idea_id", "source"} <= set(ideas.columns) else {})
         for f in from_frame(df, Feedback):
-            cells = verdict_cells(f)  # the seed test behind the verdict
-            # names and reasons come from the LLM and from scripts' errors: printed as plain text
-            table.add_row(rk, plain(f.name), f"[{colours[f.verdict]}]{f.verdict}[/]", plain(f.reference.split("/")[-1]),
-                          fmt(f.metric_value), fmt(f.baseline_value), cells["mean_diff"], cells["interval_95"],
-                          cells["seeds"], plain(cells["vs_baseline"]), plain(cells["vs_best"]), plain(f.reason[:70]))
-    console.print(table)
+            rows.append(verdict_row(f, rk, sources.get(f.idea_id, "")))
+            if f.reference not in ("", "baseline"):
+                value = "" if f.reference_value is None else f" ({f.reference_value:.4f})"
+                references[rk] = f"the best code so far, {f.reference}{value}"
+    console.print(verdict_table(topic, rows, references))
 
 
 def cmd_status(args) -> int:
@@ -499,6 +671,12 @@ def cmd_status(args) -> int:
     for run in active:
         partition = run.tags.get("dagster/partition", "")
         console.print(f"  {run.status.value:<8} {run.job_name} {partition} ({run.run_id[:8]})")
+    if any(run.status == dg.DagsterRunStatus.QUEUED for run in active):
+        from pipelines.guards import daemon_state
+
+        daemon = daemon_state(instance)
+        console.print(f"queued runs start when a dagster-daemon does: {daemon.detail}" +
+                      ("" if daemon.alive else "; `researchloop run` cancels its topic's queued runs"), highlight=False)
     return 0
 
 
@@ -521,6 +699,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--start", type=int, default=1, help="first round number (default 1)")
     r.add_argument("--keep-server", action="store_true", help="leave the local LLM server running afterwards")
     r.add_argument("--timings", default="", help="write per-stage wall time and tokens to this JSON file")
+    r.add_argument("--cancel-queued", action="store_true",
+                   help="cancel the topic's runs waiting in Dagster's queue (a dagster-daemon, e.g. `make ui`'s, "
+                        "would start them) and drive the topic from here; queued runs that no daemon is left to "
+                        "start are canceled without it")
     r.add_argument("--parallel", type=int, default=0,
                    help="experiments run at once, one Dagster step per idea (default: $RESEARCHLOOP_MAX_PARALLEL, "
                         "else one per GPU, else one per core); 1 runs the steps in this process")

@@ -1,4 +1,9 @@
-"""Sensors: register topic folders as partitions; start the next round when one finishes."""
+"""Sensors: register topic folders as partitions; start the next round when one finishes.
+
+Both are off by default: a daemon that starts (opening the UI starts one) runs nothing on its
+own, since each run they request costs LLM calls and experiment time on every topic folder.
+RESEARCHLOOP_SENSORS=1 (`python -m pipelines.ui --sensors`) starts them with the daemon; a state
+set in the UI is stored in the instance and wins over this default."""
 
 import dagster as dg
 
@@ -7,11 +12,17 @@ from pipelines.guards import TOPIC_TAG, fail_stale_runs, lock_held, topic_busy
 from pipelines.jobs import research_round_job, topic_setup_job
 from pipelines.loop import ROUND_END, decide_next_round
 from resources.paths import experiments_root, resolve_topic_dir
+from resources.settings import settings
 from resources.store import record_store, split_partition_key
 from schemas.topic import TopicSpecError, discover_topics, load_topic
 
 
-@dg.sensor(job=topic_setup_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+def default_status() -> dg.DefaultSensorStatus:
+    """RUNNING only when RESEARCHLOOP_SENSORS=1 is set where the code location loads."""
+    return dg.DefaultSensorStatus.RUNNING if settings().sensors else dg.DefaultSensorStatus.STOPPED
+
+
+@dg.sensor(job=topic_setup_job, minimum_interval_seconds=30, default_status=default_status(),
            description="Registers every valid experiments/<topic>/topic.yaml as a topic partition and sets it up.")
 def topic_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     try:
@@ -101,7 +112,7 @@ def _decide(instance, topic: str, finished: str | None, run_id: str, store, log)
     return rk, False
 
 
-@dg.sensor(job=research_round_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(job=research_round_job, minimum_interval_seconds=30, default_status=default_status(),
            description="Starts round 1 after a topic's baseline, and round r+1 when round r is finished (its "
                        "best_code lands), until a stop rule holds: the round budget, the token or cost budget, or no "
                        "improvement in `patience` rounds (topic.yaml budget). Waits while a `researchloop run` "

@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     dagster_home: str = Field("", validation_alias=AliasChoices("DAGSTER_HOME"),
                               description="where Dagster and researchloop keep everything; empty: ./dagster_home")
     ui_port: int = Field(3000, description="RESEARCHLOOP_UI_PORT: the port of `make ui`")
+    sensors: bool = Field(False, description="RESEARCHLOOP_SENSORS=1 (or `python -m pipelines.ui --sensors`) "
+                          "starts the topic and round sensors with the UI; unset, they are off until turned on "
+                          "in the UI")
     # RESEARCHLOOP_PG_HOST/PORT/USER/PASSWORD/DB are read by Dagster itself from dagster_home/dagster.yaml.
 
     @field_validator("max_parallel", mode="before")
@@ -127,10 +130,11 @@ class Settings(BaseSettings):
                 raise ValueError(f"RESEARCHLOOP_MAX_PARALLEL must be a whole number, not {v!r}") from None
         return v
 
-    @field_validator("unsandboxed", mode="before")
+    @field_validator("unsandboxed", "sensors", mode="before")
     @classmethod
     def _only_one_means_yes(cls, v):
-        """Only the documented value '1' switches the sandbox off (a typo keeps it on)."""
+        """Only the documented value '1' switches these on (a typo keeps the sandbox on and the
+        sensors off)."""
         return v.strip() == "1" if isinstance(v, str) else bool(v)
 
     def cache_dir(self) -> Path:

@@ -49,7 +49,7 @@ def test_run_status_lineage(home, fake_llm):
     for stream in (r.stdout, r.stderr):
         assert "Warning" not in stream and " - DEBUG - " not in stream and " - INFO - " not in stream
     logged = log.read_text()
-    assert " - DEBUG - " in logged and "STEP_SUCCESS" in logged and log.parent == home / "dagster_home" / "logs"
+    assert " - DEBUG - " in logged and "STEP_SUCCESS" in logged and log.parent == home / "dagster_home" / "cli_logs"
 
     # run again: both rounds are done, the set-up too: nothing is launched
     again = _cli("run", "--topic", "toy_classification", "--rounds", "2", env=env)

@@ -28,9 +28,9 @@ def test_every_asset_has_a_check():
 def test_jobs_and_sensors():
     assert defs.resolve_job_def("research_round") is not None
     assert defs.resolve_job_def("topic_setup") is not None
-    for name in ("topic_sensor", "round_sensor"):
+    for name in ("topic_sensor", "round_sensor"):  # off unless RESEARCHLOOP_SENSORS=1 (tests/test_operations.py)
         s = defs.resolve_sensor_def(name)
-        assert s.default_status == dg.DefaultSensorStatus.RUNNING
+        assert s.default_status == dg.DefaultSensorStatus.STOPPED
 
 
 def test_round_assets_read_the_topic_of_their_partition():

@@ -218,15 +218,18 @@ def test_a_verified_win_becomes_the_next_rounds_reference_and_lineage_shows_the_
 
     assert main(["lineage", TOPIC]) == 0 and main(["lineage", "no_such_topic"]) == 1
 
-    # the CLI's verdict table: what each verdict is against, and both comparisons
+    # the CLI's verdict table: what each verdict is against (the comparisons with the baseline and the
+    # best are in the record, the UI and `lineage`)
     from rich.console import Console
 
     from pipelines.cli import print_verdicts
 
     console = Console(record=True, width=400)
     print_verdicts(console, TOPIC, ["r2"])
-    row = next(line for line in console.export_text().splitlines() if "nudge_c" in line)
-    assert "maintenance" in row and "gain_a" in row and "improvement +0.1030" in row
+    text = console.export_text()
+    row = next(line for line in text.splitlines() if "nudge_c" in line)
+    assert "maintenance" in row and "0.6040 vs 0.6010*" in row
+    assert f"* r2: against the best code so far, {a_id} (0.6010)" in text
 
 
 def test_a_second_win_of_a_round_is_merged_into_the_next_reference_and_verified_again(home):

@@ -103,7 +103,7 @@ def test_ui_serves_the_asset_graph_and_stops_on_sigterm(tmp_path):
         assert {"topic_brief", "papers", "feedback_summary"} <= keys
         sensors = {s["name"]: s["sensorState"]["status"]
                    for repo in data["data"]["repositoriesOrError"]["nodes"] for s in repo["sensors"]}
-        assert sensors == {"topic_sensor": "RUNNING", "round_sensor": "RUNNING"}
+        assert sensors == {"topic_sensor": "STOPPED", "round_sensor": "STOPPED"}  # opening the UI starts nothing
         kids = _descendants(proc.pid)
         assert kids, "dagster dev should have child processes (webserver, daemon)"
         proc.send_signal(signal.SIGTERM)
