@@ -315,3 +315,30 @@ def test_the_run_leaves_the_workspace_as_it_would_on_the_host(ws: Path):
     assert (ws / "out/locked_dir/inner").is_dir()
     assert (vault / "key").read_text() == "SECRET"
     assert {st.st_uid for st in _entries(ws)} <= {os.geteuid()}
+
+
+def test_scorer_gets_no_deep_or_sparse_output_unsandboxed(tmp_path: Path):
+    """The host's copy of OUT_DIR to the scorer is bounded too when nothing else is (no sandbox):
+    a deep tree or a sparse file past the quota is the attempt's failure with the reason."""
+    from assets.run_results.experimenting import OUT_DIR, RunTarget, run_scorer
+    from resources.workspace_walk import remove_tree
+
+    tpl = template(tmp_path, "", **{"score.py": SCORE})
+    t = RunTarget(folder=tpl, code_file="s.py", command=("python", "s.py"), timeout_s=30, metric="acc",
+                  score=("python", "score.py"))
+    ws = tmp_path / "attempt-1"
+    (ws / OUT_DIR).mkdir(parents=True)
+    make_deep(ws / OUT_DIR)
+    try:
+        metrics, error = run_scorer(t, ws, Runner(sandbox=False))
+        assert metrics == {} and error and "nested folders" in error, error
+        remove_tree(ws / OUT_DIR)
+        (ws / OUT_DIR).mkdir()
+        with open(ws / OUT_DIR / "pred.bin", "wb") as f:
+            f.truncate(64 << 30)  # 64 GB long, nothing on disk
+        metrics, error = run_scorer(t, ws, Runner(sandbox=False))
+        assert metrics == {} and error and "quota" in error, error
+        assert allocated(tmp_path) < 64 * MB
+    finally:
+        remove_tree(tmp_path / "attempt-1-score")
+        remove_tree(ws)

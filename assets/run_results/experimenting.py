@@ -14,9 +14,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
-import shutil
 import stat
 import threading
 from collections.abc import Callable, Sequence
@@ -53,14 +51,14 @@ from assets.run_results.tracebacks import (
 )
 from resources.bounded_json import BadJSON, loads_bounded
 from resources.paths import under_home
-from resources.runner import chosen_backend, execution_kwargs, prepare_workspace, prune_attempts
+from resources.runner import chosen_backend, execution_kwargs, prepare_workspace, prune_attempts, workspace_bounds
 from resources.safe_io import (
     atomic_write_text,
     read_memo,
     read_tail,
-    safe_open,
     safe_read_text,
 )
+from resources.workspace_walk import WorkspaceLimitError, copy_tree, hash_files, remove_tree, walk
 from schemas.records import Attempt, RunResult
 from schemas.topic import ExecutionSpec, TopicSpec
 
@@ -139,32 +137,17 @@ def code_hash(code: str, spec: TopicSpec | RunTarget) -> str:
 
 def file_hashes(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
     """sha256 of every file under `root` by relative path (a symlink by its target), leaving out
-    the paths in `skip` and everything under a skipped folder."""
-    out: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        rel_dir = Path(dirpath).relative_to(root)
-        dirnames[:] = [d for d in dirnames if (rel_dir / d).as_posix() not in skip]
-        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            rel = (rel_dir / name).as_posix()
-            if rel in skip:
-                continue
-            p = Path(dirpath) / name
-            try:
-                st = os.lstat(p)
-                if stat.S_ISLNK(st.st_mode):
-                    out[rel] = "link:" + os.readlink(p)
-                    continue
-                if not stat.S_ISREG(st.st_mode):  # a FIFO or device made by the run: never opened
-                    out[rel] = f"special:{stat.filemode(st.st_mode)}"
-                    continue
-                h = hashlib.sha256()
-                with safe_open(p) as f:  # a FIFO or device the run made is refused, not opened
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-                out[rel] = h.hexdigest()
-            except OSError as e:
-                out[rel] = f"unreadable: {e.strerror}"
-    return out
+    the paths in `skip` and everything under a skipped folder. The walk is bounded like the
+    workspace itself: a tree past the quota raises WorkspaceLimitError with the reason."""
+    return hash_files(root, workspace_bounds(), skip)
+
+
+def _hashes_after(ws: Path, skip: tuple[str, ...]) -> dict[str, str] | str:
+    """The workspace's file hashes after a run, or the reason the run's tree was refused."""
+    try:
+        return file_hashes(ws, skip=skip)
+    except WorkspaceLimitError as e:
+        return f"the run left a workspace past its bounds: {e}"
 
 
 def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
@@ -176,10 +159,8 @@ def remove_hidden(ws: Path, hidden: tuple[str, ...]) -> None:
     """Delete the topic's hidden files (and folders) from a freshly copied workspace."""
     for h in hidden:
         p = ws / h
-        if p.is_symlink() or p.is_file():
-            p.unlink()
-        elif p.is_dir():
-            shutil.rmtree(p)
+        if p.is_symlink() or p.exists():
+            remove_tree(p)
 
 
 _METRIC_LINE = r"(?i)(?:^|[^A-Za-z0-9_]){name}\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -211,21 +192,23 @@ def metrics_from_output(stdout: str, metric: str) -> dict:
     return {}
 
 
+def _unplain(src: Path) -> set[str]:
+    """What of the run's OUT_DIR the scorer must not get: links (they would point into the host),
+    FIFOs and devices, and the run's own final_info.json."""
+    out = {"final_info.json"}
+    for e in walk(src, workspace_bounds()):
+        if not (stat.S_ISREG(e.st.st_mode) or stat.S_ISDIR(e.st.st_mode)):
+            out.add(e.rel)
+    return out
+
+
 def _copy_predictions(src: Path, dest: Path) -> None:
     """The run's OUT_DIR into the scorer's workspace: plain files and folders only (no symlinks,
     which would point into the host), without the run's own final_info.json."""
-    def plain(path: str) -> bool:
-        mode = os.lstat(path).st_mode
-        return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
-
-    def skip(folder: str, names: list[str]) -> list[str]:
-        return [n for n in names if not plain(os.path.join(folder, n))  # links, FIFOs, devices
-                or (Path(folder) == src and n == "final_info.json")]
-
+    dest.mkdir(parents=True)
     if src.is_dir() and not src.is_symlink():
-        shutil.copytree(src, dest, symlinks=True, ignore=skip)
-    else:
-        dest.mkdir(parents=True)
+        # bounded like a workspace: a sparse file counts by its length, a deep tree is refused
+        copy_tree(src, dest, workspace_bounds(), skip=_unplain(src))
 
 
 def run_scorer(t: RunTarget, ws: Path, runner,
@@ -238,8 +221,12 @@ def run_scorer(t: RunTarget, ws: Path, runner,
     prepare_workspace(t.folder, sws, **({"ignore": t.ignore} if t.ignore else {}))
     pred = sws / PRED_DIR
     if pred.exists() or pred.is_symlink():
-        shutil.rmtree(pred) if pred.is_dir() and not pred.is_symlink() else pred.unlink()
-    _copy_predictions(ws / OUT_DIR, pred)
+        remove_tree(pred)
+    try:
+        _copy_predictions(ws / OUT_DIR, pred)
+    except WorkspaceLimitError as e:
+        remove_hidden(sws, t.hidden)
+        return {}, f"the run's {OUT_DIR}/ was not given to the scorer: {e}"
     res = runner.run(list(t.score), sws, timeout_s=t.timeout_s, memory_mb=t.memory_mb, **({"env": env} if env else {}),
                      **execution_kwargs(t.execution))
     out = ws / OUT_DIR
@@ -275,8 +262,7 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
     fan-out's CUDA_VISIBLE_DEVICES / thread counts)."""
     t = as_target(spec)
     ws = workdir / f"attempt-{attempt}"
-    if ws.exists():
-        shutil.rmtree(ws)
+    remove_tree(ws)
     prepare_workspace(t.folder, ws, **({"ignore": t.ignore} if t.ignore else {}))
     prune_attempts(workdir)  # only the newest attempt folders stay on disk
     remove_hidden(ws, t.hidden)
@@ -297,7 +283,9 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
         error = error_line(stderr) or f"exit code {res.exit_code}"
         if res.killed_reason:
             error = f"{error} ({res.killed_reason})"
-    elif changed := changed_files(before, file_hashes(ws, skip=(t.code_file, OUT_DIR))):
+    elif isinstance(after := _hashes_after(ws, (t.code_file, OUT_DIR)), str):
+        error = after
+    elif changed := changed_files(before, after):
         error = (f"the run changed or deleted {', '.join(changed[:5])}: only {t.code_file} may differ "
                  "from the topic's files")
     elif t.score:
