@@ -56,10 +56,11 @@ class Settings(BaseSettings):
     llm_rpm: float | None = Field(None, gt=0, description="RESEARCHLOOP_LLM_RPM: LLM requests per minute from "
                                   "this host to one endpoint (starts spaced 60/rpm s apart); unset: no limit")
     # one request (resources/llm.py): a silent endpoint holds a call for at most timeout x (retries + 1); the
-    # timeout leaves room for the local CPU model's longest answer (a whole file)
-    llm_timeout_s: float = Field(300.0, gt=0, description="RESEARCHLOOP_LLM_TIMEOUT_S: seconds one LLM request "
+    # timeout leaves room for the local CPU model's longest answer (a whole file) while it waits behind other
+    # requests on its one slot, and one retry only, since a local server goes on decoding an abandoned request
+    llm_timeout_s: float = Field(600.0, gt=0, description="RESEARCHLOOP_LLM_TIMEOUT_S: seconds one LLM request "
                                  "may wait for its answer before it is retried or fails")
-    llm_transport_retries: int = Field(2, ge=0, description="RESEARCHLOOP_LLM_TRANSPORT_RETRIES: retries of an LLM "
+    llm_transport_retries: int = Field(1, ge=0, description="RESEARCHLOOP_LLM_TRANSPORT_RETRIES: retries of an LLM "
                                        "request that timed out or got 408/409/429/5xx, by the openai client")
 
     # -- literature and embeddings -------------------------------------------------------------
