@@ -7,7 +7,7 @@
    now, and unsandboxed for scale), and the watchdog's per-poll cost (memory of a process tree
    that imported torch; a workspace's disk use). "Before" is resources/runner.py as of commit
    BEFORE (whole root bound read-only, RSS-minus-shared memory, no seccomp, no disk quota), loaded
-   from git into a temporary module; "after" is the working tree's. Runs alternate (before, after,
+   from git into a temporary module; "after" is the working tree's resources/sandbox/. Runs alternate (before, after,
    unsandboxed) so load on the shared machine falls on all three alike.
 
     python -m bench sandbox [--runs 10]         # both parts (needs bubblewrap)
@@ -75,7 +75,7 @@ def poll_cost(before, after, calls: int) -> dict:
         p.stdout.readline()
         out = {}
         for name, fn in (("before", lambda: before._tree_memory_bytes(p.pid, False)),
-                         ("after", lambda: after._tree_memory_bytes(p.pid, False))):
+                         ("after", lambda: after.tree_memory_bytes(p.pid, False))):
             xs = []
             for _ in range(calls):
                 t = time.perf_counter()
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         print(write_section("sandbox", render(json.loads(RECORD.read_text())), "sandbox"))
         return 0
-    from resources import runner as after
+    from resources import sandbox as after
 
     ok, why = after.sandbox_available()
     if not ok:

@@ -25,6 +25,7 @@ import dagster as dg
 from filelock import FileLock, Timeout
 
 from resources.paths import dagster_home, under_home
+from resources.processes import alive, start_time
 
 TOPIC_TAG = "researchloop/topic"
 PID_TAG, PID_START_TAG, HOST_TAG = "researchloop/pid", "researchloop/pid_start", "researchloop/host"
@@ -57,24 +58,21 @@ def lock_held(topic: str) -> bool:
 
 def owner_tags() -> dict[str, str]:
     """Tags naming this process, so a later loop can tell whether a run's launcher is alive."""
-    import psutil
-
-    return {PID_TAG: str(os.getpid()), PID_START_TAG: f"{psutil.Process().create_time():.2f}",
+    return {PID_TAG: str(os.getpid()), PID_START_TAG: f"{start_time():.2f}",
             HOST_TAG: socket.gethostname()}
 
 
 def launcher_alive(tags: dict) -> bool | None:
     """True/False when the run's tags name a launching process on this host, None when they do
     not (a run the daemon launched, or one from another machine: not ours to judge)."""
-    import psutil
-
     if PID_TAG not in tags or tags.get(HOST_TAG) != socket.gethostname():
         return None
     try:
-        proc = psutil.Process(int(tags[PID_TAG]))
-        return f"{proc.create_time():.2f}" == tags.get(PID_START_TAG) and proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, ValueError):
+        pid = int(tags[PID_TAG])
+    except ValueError:
         return False
+    started = start_time(pid)
+    return started is not None and f"{started:.2f}" == tags.get(PID_START_TAG) and alive(pid)
 
 
 def local_instance(instance: dg.DagsterInstance) -> bool:
@@ -101,17 +99,12 @@ def worker_alive(instance: dg.DagsterInstance, run) -> bool | None:
     """False when the run's recorded worker process is gone (a process of that pid started after
     the run worker logged itself is another one), True when it runs, None when unknown (no worker
     recorded yet, or an instance other machines share)."""
-    import psutil
-
     found = run_worker_pid(instance, run.run_id) if local_instance(instance) else None
     if found is None:
         return None
     pid, logged_at = found
-    try:
-        proc = psutil.Process(pid)
-        return proc.create_time() <= logged_at + 1 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    started = start_time(pid)
+    return started is not None and started <= logged_at + 1 and alive(pid)
 
 
 def fail_stale_runs(instance: dg.DagsterInstance, topic: str | None = None,

@@ -35,7 +35,7 @@ def _load(name: str, device: str):
 
 
 class Embedder(dg.ConfigurableResource):
-    model: str = Field("", description="sentence-transformers name or path; empty: $RESEARCHLOOP_EMBEDDER, "
+    model: str = Field(default="", description="sentence-transformers name or path; empty: $RESEARCHLOOP_EMBEDDER, "
                        "else the bundled all-MiniLM-L6-v2")
     device: str = "cpu"
     batch_size: int = 32

@@ -17,6 +17,7 @@ read from the environment (SEMANTIC_SCHOLAR_API_KEY, OPENALEX_MAILTO) when a cli
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import dagster as dg
 from pydantic import Field
@@ -32,7 +33,7 @@ from resources.scholarly import (
     expire_cache,
 )
 from resources.settings import settings
-from resources.sources import LocalSource, PaperSource, load_papers, rrf_fuse  # noqa: F401 (re-exported)
+from resources.sources import DumpFormat, LocalSource, PaperSource, load_papers, rrf_fuse  # noqa: F401 (re-exported)
 from schemas.records import Paper
 from schemas.topic import TopicSpec
 
@@ -92,6 +93,7 @@ class Literature(dg.ConfigurableResource):
         """The source for a topic: its topic.yaml `literature:` section, else the global choice.
         Local sources need the embedder (hybrid search); online ones ignore it."""
         spec = topic.literature if topic is not None else None
+        name: str
         if spec and spec.source:
             name = spec.source
         elif spec and spec.path:
@@ -110,13 +112,15 @@ class Literature(dg.ConfigurableResource):
                             self.http_cache_root(), self.openalex_rate, policy)
         if spec and spec.path:
             path = Path(spec.path) if Path(spec.path).is_absolute() or topic is None else topic.path / spec.path
-            fmt, cats = spec.format, spec.categories
+            fmt: DumpFormat = spec.format
+            cats = spec.categories
         else:
             path = self.corpus_path() if name == "corpus" else Path(self.dump_path or self.corpus)
             if name == "dump" and not (self.dump_path or self.corpus):
                 raise ValueError("literature source 'dump' needs a file: set RESEARCHLOOP_CORPUS (or the "
                                  "resource's dump_path) or `literature: {path: ...}` in topic.yaml")
-            fmt = self.dump_format if name == "dump" else "auto"
+            # the resource setting is a plain string (dump_format), passed on unchecked as it always was
+            fmt = cast(DumpFormat, self.dump_format) if name == "dump" else "auto"
             cats = [c.strip() for c in self.categories.split(",") if c.strip()] if name == "dump" else []
             if spec and spec.categories:
                 cats = spec.categories

@@ -12,7 +12,7 @@ What happens to one `Runner.run(command, ws, ...)`:
    re-runs it from scratch when its worker dies (Ray retries system failures only, never an
    exception of ours);
 2. the worker unpacks it into a fresh folder under its scratch dir, runs `run_sandboxed` there
-   (bubblewrap, rlimits, memory watchdog, timeout: `resources/runner.py`; the GPUs Ray gave the
+   (bubblewrap, rlimits, memory watchdog, timeout: `resources/sandbox/`; the GPUs Ray gave the
    task become its CUDA_VISIBLE_DEVICES, its CPUs its thread counts), and sends back the result,
    the tails of both logs and what the run changed in the workspace (changed and new files up to
    RESEARCHLOOP_RAY_RETURN_MB, deleted paths), then removes its folder;
@@ -32,6 +32,7 @@ path mapping, task options, results) take no Ray and are tested on their own.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import logging
@@ -46,7 +47,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from resources.runner import TAIL_CHARS, ProcessResult, read_tail
+from resources.safe_io import read_tail
+from resources.sandbox import TAIL_CHARS, ProcessResult, default_hidden_paths, run_sandboxed
 from resources.settings import Settings, settings
 from resources.workspace_walk import WorkspaceLimitError, remove_tree
 
@@ -115,7 +117,7 @@ def snapshot(root: Path) -> dict[str, str]:
             try:
                 fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
                 with os.fdopen(fd, "rb") as f:
-                    for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+                    for chunk in iter(functools.partial(f.read, 1 << 20), b""):
                         h.update(chunk)
                 out[rel] = h.hexdigest()
             except OSError as e:
@@ -344,8 +346,6 @@ def _tail_bytes(path: str, limit: int) -> bytes:
 def _attempt_on_worker(job: dict) -> dict:
     """Runs on a Ray worker: unpack, run sandboxed, send back result, log tails and changes."""
     import ray
-
-    from resources.runner import default_hidden_paths, run_sandboxed
 
     node = ray.get_runtime_context().get_node_id()
     scratch = Path(settings().ray_scratch or tempfile.gettempdir()) / SCRATCH_DIR / node[:16]

@@ -29,6 +29,7 @@ from typing import Any
 
 import requests
 import tenacity
+from requests import PreparedRequest, Response
 from requests.adapters import HTTPAdapter
 
 from resources.sources import OnlineSource
@@ -123,9 +124,9 @@ class _LimitedAdapter(HTTPAdapter):
         super().__init__()
         self.limiter = limiter
 
-    def send(self, request, **kwargs):
+    def send(self, request: PreparedRequest, *args: Any, **kwargs: Any) -> Response:
         self.limiter.acquire()
-        return super().send(request, **kwargs)
+        return super().send(request, *args, **kwargs)
 
 
 # ---------------------------------------------------------------- the response cache

@@ -12,7 +12,12 @@ complete: a killed build resumes with the missing chunks, and the index of a dum
 by appending (its first papers verified by digest) reuses the old index's chunks. Missing chunks
 are embedded RESEARCHLOOP_EMBED_WORKERS at a time (worker processes, or Ray tasks on the ray
 backend; `_embedded`); this process writes every chunk file. From ANN_MIN
-papers the embedding side searches a faiss HNSW index built once next to the chunks."""
+papers the embedding side searches a faiss HNSW index built once next to the chunks.
+
+Why one module: it is one responsibility, a local paper source from its file to its search
+results, and every part (format detection, the normalised Parquet, the BM25 index, the embedding
+chunks and the workers that fill them, the ANN index) writes into, and is keyed by, the same index
+folder; the online sources are resources/scholarly.py."""
 from __future__ import annotations
 
 import functools
@@ -97,7 +102,7 @@ def doc_text(title: str, abstract: str) -> str:
 
 # ---------------------------------------------------------------- reading dumps
 
-def detect_format(path: Path) -> str:
+def detect_format(path: Path) -> DumpFormat:
     """parquet by extension; JSON lines whose first record has arXiv's `id` + `categories`
     (and no `paper_id`) are the arXiv snapshot; other JSON lines are a plain dump."""
     if path.suffix.lower() in (".parquet", ".pq"):
@@ -134,9 +139,10 @@ def _category_filter(categories: Sequence[str]) -> pl.Expr:
 
 
 def _scan_arxiv(path: Path, categories: Sequence[str]) -> pl.LazyFrame:
-    schema = {"id": pl.String, "title": pl.String, "abstract": pl.String, "categories": pl.String,
-              "update_date": pl.String, "journal-ref": pl.String, "authors": pl.String,
-              "authors_parsed": pl.List(pl.List(pl.String))}
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
+        "id": pl.String, "title": pl.String, "abstract": pl.String, "categories": pl.String,
+        "update_date": pl.String, "journal-ref": pl.String, "authors": pl.String,
+        "authors_parsed": pl.List(pl.List(pl.String))}
     lf = pl.scan_ndjson(path, schema=schema)
     if categories:
         lf = lf.filter(_category_filter(categories))
@@ -275,7 +281,7 @@ def _grown_from(meta: dict, root: Path, parquet: Path) -> tuple[str, int] | None
     return None
 
 
-def _build_index(path: Path, fmt: str, categories: Sequence[str], folder: Path) -> None:
+def _build_index(path: Path, fmt: DumpFormat, categories: Sequence[str], folder: Path) -> None:
     """papers.parquet (streamed from the dump), the BM25 index and meta.json, built in a
     private folder and renamed into place, so a killed build is never used."""
     import bm25s
@@ -508,7 +514,7 @@ def _embedded(lf: pl.LazyFrame, todo: Sequence[tuple[int, int]], embedder, worke
                  "this process instead of %d workers", type(embedder).__name__, len(todo), workers)
     elif workers > 1 and not ray_backend and mp.current_process().daemon:
         log.info("a daemonic process cannot start workers: embedding %d chunks in this process", len(todo))
-    elif workers > 1:
+    elif workers > 1 and spec is not None:  # spec None: the first branch
         if ray_backend:
             try:
                 from resources.ray_backend import connect
@@ -617,7 +623,8 @@ def ann_top(index, q: np.ndarray, depth: int) -> np.ndarray:
     (efSearch) is at least `depth` and set per call: the index is shared by threads."""
     import faiss
 
-    params = faiss.SearchParametersHNSW(efSearch=max(ANN_EF_SEARCH, depth))
+    # faiss-cpu's __init__.pyi lists no SearchParametersHNSW, which the module has (SWIG wrapper)
+    params = faiss.SearchParametersHNSW(efSearch=max(ANN_EF_SEARCH, depth))  # type: ignore[attr-defined]
     _, ids = index.search(np.ascontiguousarray(q[None, :], dtype=np.float32), depth, params=params)
     return ids[0][ids[0] >= 0]
 

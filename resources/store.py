@@ -59,7 +59,7 @@ class RecordStore(dg.ConfigurableResource):
     the IO manager, the stages that read earlier rounds and the tools that read records outside
     a run."""
 
-    root: str = Field("", description="empty: $DAGSTER_HOME/records")
+    root: str = Field(default="", description="empty: $DAGSTER_HOME/records")
 
     def open(self) -> Store:
         return Store(self.root or None)

@@ -30,6 +30,7 @@ import os
 import time
 import urllib.parse
 from pathlib import Path
+from typing import cast
 
 import dagster as dg
 import tenacity
@@ -74,7 +75,8 @@ class _RetryingClient:
         self._retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient), stop=tenacity.stop_after_attempt(attempts),
             wait=tenacity.wait_exponential_jitter(multiplier=first_wait_s, max=max_wait_s, jitter=first_wait_s),
-            before_sleep=lambda rs: log.info("MLflow database busy (%s); try %d again", rs.outcome.exception(),
+            before_sleep=lambda rs: log.info("MLflow database busy (%s); try %d again",
+                                             rs.outcome.exception() if rs.outcome else None,
                                              rs.attempt_number + 1),
             reraise=True)
 
@@ -214,7 +216,7 @@ class Tracker(dg.ConfigurableResource):
         if run_id is not None and keep != run_id:
             log.info("MLflow run %s duplicated %s (created concurrently); keeping the older one", run_id, keep)
             c.delete_run(run_id)
-        return keep
+        return cast(str, keep)  # a run id: run_id or one oldest() found
 
     def _log_values(self, run_id: str, params: dict, metrics: dict) -> None:
         """Params and numeric metrics in as few requests as MLflow's batch limits allow."""

@@ -1,5 +1,6 @@
 """Bounded, iterative walks over a workspace tree: the one place where the host walks, copies,
-hashes and deletes what an attempt (untrusted code) left behind.
+hashes and deletes what an attempt (untrusted code) left behind (one responsibility, kept in one
+module so that every host access to a workspace goes through the same bounds).
 
 A run can leave any shape: thousands of nested folders, a million entries, a sparse file of a
 terabyte holding nothing, hard links, FIFOs. So nothing here recurses (an explicit stack, one

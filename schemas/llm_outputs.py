@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Literal
+from types import GenericAlias
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -54,8 +55,9 @@ class PaperRelevance(_Strict):
 def paper_batch(item: type[BaseModel], n: int) -> type[BaseModel]:
     """The answer for n papers judged in one request: exactly n items, in the papers' order
     (the grammar enforces the count). One class per (item, n), named e.g. PaperAttributesBatch."""
+    papers: Any = GenericAlias(list, (item,))  # list[item], for a class known only at run time
     return create_model(f"{item.__name__}Batch", __base__=_Strict,
-                        papers=(list[item], Field(min_length=n, max_length=n)))
+                        papers=(papers, Field(min_length=n, max_length=n)))
 
 
 class Entities(_Strict):

@@ -93,6 +93,10 @@ class Budget(BaseModel):
 IdeaSource = Literal["ranking", "scipip", "chains", "brainstorm", "tuning"]
 
 
+def _default_sources() -> list[IdeaSource]:
+    return ["ranking", "tuning"]
+
+
 class ScipipSpec(BaseModel):
     """SciPIP retrieval (seed paper 001, its 3.2; assets/ideas/scipip.py), used by the `scipip` source."""
     model_config = ConfigDict(extra="forbid")
@@ -131,7 +135,7 @@ class IdeationSpec(BaseModel):
     DOLPHIN's loop alone)."""
     model_config = ConfigDict(extra="forbid")
     sources: list[IdeaSource] = Field(
-        default_factory=lambda: ["ranking", "tuning"], min_length=1,
+        default_factory=_default_sources, min_length=1,
         description="where ideas come from, any non-empty combination, merged (interleaved in this order) before "
         "the filters: ranking = from the papers paper_rankings kept (DOLPHIN); scipip = from papers retrieved by "
         "embedding similarity, shared entities and citation co-occurrence, near-duplicates dropped (SciPIP, "
@@ -342,7 +346,7 @@ class TopicSpec(BaseModel):
     def _seeds_need_a_seed_placeholder(self) -> TopicSpec:
         if self.budget.seeds is None:  # the default: repeat when the script takes a seed
             self.budget = self.budget.model_copy(update={"seeds": DEFAULT_SEEDS if "{seed}" in self.run else 1})
-        if self.budget.seeds > 1 and "{seed}" not in self.run:
+        if (self.budget.seeds or 1) > 1 and "{seed}" not in self.run:  # set just above
             raise ValueError("budget.seeds > 1 needs {seed} in run, e.g. 'python experiment.py --seed {seed} "
                              "--out_dir {out_dir}'")
         return self

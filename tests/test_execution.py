@@ -152,7 +152,7 @@ def test_runner_run_goes_where_the_topic_says_else_the_environment(ws, monkeypat
         return lambda cmd, wd, **kw: seen.append((where, kw)) or lost_result(cmd, wd, "x")
 
     monkeypatch.setattr(rb, "run_on_ray", record("ray"))
-    monkeypatch.setattr(rr, "run_sandboxed", record("local"))
+    monkeypatch.setattr(rr, "run_in_sandbox", record("local"))
     execution = ExecutionSpec.model_validate(block) if block is not None else None
     rr.Runner().run(["python", "-c", "pass"], ws, timeout_s=5, execution=execution)
     assert [s[0] for s in seen] == [where]

