@@ -1,6 +1,8 @@
 """One folder per stage, named after its asset: `defs.py` holds the Dagster definitions (the
 asset and its checks), the other modules the stage's pure logic, `prompts.py` its prompts.
-Helpers every stage uses (partitions, checks, metadata, plots, names) live in `assets/shared/`."""
+Helpers every stage uses (partitions, checks, metadata, plots, names, verdict statistics) live in
+`assets/shared/`, the code-editing kit (edit formats, tracebacks, repair rules) in `assets/editing/`.
+The stages import each other in one layer order only (the contract in `.importlinter`)."""
 from assets.baseline_results.defs import baseline_results
 from assets.best_code.defs import best_code
 from assets.experiment_plans.defs import experiment_plans
@@ -15,7 +17,7 @@ from assets.run_results.defs import run_results
 from assets.topic_brief.defs import topic_brief
 
 TOPIC_ASSETS = [topic_brief, baseline_results]
-# round_reference first (the code the round edits), best_code last (the best after it: stacked wins)
+# in the order of assets/shared/stages.py: round_reference first (the code the round edits), best_code last
 ROUND_ASSETS = [round_reference, papers, paper_rankings, ideas, filtered_ideas, experiment_plans, patched_code,
                 run_results, feedback_summary, best_code]
 ALL_ASSETS = TOPIC_ASSETS + ROUND_ASSETS

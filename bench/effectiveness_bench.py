@@ -13,7 +13,7 @@ Dagster instance, and per topic and round the bench writes:
   the round's budget (`budget.ideas_per_round`): did the round test its full budget;
 - ideas implemented (patch status ok; a patch that changes nothing, dead code included, is a
   no-op) and the share of no-op patches; ideas that ran (a metric);
-- verified improvements: verdicts `improvement` by the rule of assets/feedback_summary/verdicts.py
+- verified improvements: verdicts `improvement` by the rule of assets/shared/verdicts.py
   (against the round's reference code) and how many are improvements against the original baseline;
 - the round's best idea against the baseline with the 95% interval of the difference, and the
   best-so-far code after the round (assets/best_code) with its interval over seeds;
@@ -384,7 +384,7 @@ def render(rec: dict) -> str:
         "",
         (f"`researchloop run --rounds {rec['rounds']}` on each topic, on a fresh DAGSTER_HOME, model `{rec['model']}`"
          f"{'' if rec.get('complete') else '; INCOMPLETE: not every topic finished'}. Verified improvements: "
-         "verdict `improvement` by the seed test of assets/feedback_summary/verdicts.py against the round's "
+         "verdict `improvement` by the seed test of assets/shared/verdicts.py against the round's "
          "reference code (in brackets: against the original baseline). Implemented: patch status ok (a patch "
          "that changes nothing, dead code included, is a no-op). Tokens per idea: the round's LLM tokens over "
          "its kept ideas. Overhead: round wall time covered neither by an LLM call nor by a sandboxed run "

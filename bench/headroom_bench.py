@@ -4,7 +4,7 @@ run on the topic's seeds and judged by the loop's own verdict rule, with no LLM.
 For each topic, each knob the `tuning` source finds in the baseline code (assets/ideas/tuning.py
 `find_knobs`) and each of its candidate values (`moves`: both directions) is applied (`apply_move`),
 run in the real sandbox on the topic's seeds (budget.seeds) and judged against the baseline's seeds by
-assets/feedback_summary/verdicts.py `judge_seeds`, the rule of the loop's verdicts. This is the whole
+assets/shared/verdicts.py `judge_seeds`, the rule of the loop's verdicts. This is the whole
 neighbourhood the coordinate search starts from, not the loop's order through it: a topic where no move
 is an improvement cannot get one from the tuning source's first step, whatever its order; its
 improvements must come from the LLM's ideas (a change of structure) or from moves stacked on a win.
@@ -66,8 +66,8 @@ def apply_all(code: str, ms) -> str:
 
 
 def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None, pairs: int = 0) -> dict:
-    from assets.feedback_summary.verdicts import judge_seeds
     from assets.run_results.experimenting import baseline_values, repeat_seeds, run_with_repair
+    from assets.shared.verdicts import judge_seeds
     from resources.paths import resolve_topic_dir
     from resources.runner import Runner
     from schemas.topic import load_topic
@@ -122,7 +122,7 @@ def section(rec: dict) -> str:
              provenance(SCRIPT, rec["record"], f"{rec['date']} on {rec['machine']}", rec["sample"]), "",
              "Every one-knob move of each topic's baseline (`find_knobs` x `moves`, both directions), applied without "
              "the LLM, run on the topic's seeds in the sandbox and judged against the baseline's seeds by the loop's "
-             "verdict rule (assets/feedback_summary/verdicts.py). A topic with no `improvement` here cannot get one "
+             "verdict rule (assets/shared/verdicts.py). A topic with no `improvement` here cannot get one "
              "from the tuning source's first step in any order; its wins must come from the LLM's ideas or from "
              "moves stacked on an earlier win. Pairs: the compensating pairs (a learning rate lowered 3x with the "
              "training length beside it raised 3x, `compensations` in assets/ideas/tuning.py, which the loop proposes "

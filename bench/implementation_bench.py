@@ -39,7 +39,7 @@ def record_name(local: bool, model: str) -> str:
 
 def ask(llm, task: Task, attempt: int):
     """One answer: (code or None, error, LLM seconds, tokens)."""
-    from assets.patched_code.edit_formats.whole import MAX_TOKENS, extract_whole_file
+    from assets.editing.edit_formats.whole import MAX_TOKENS, extract_whole_file
     from bench.implementation.prompts import implement
 
     spec = task.spec

@@ -101,8 +101,8 @@ def main() -> int:
         write_section("verdicts", report(json.loads(RECORD.read_text())), "null")
         return 0
 
-    from assets.feedback_summary.verdicts import ALPHA, judge, judge_seeds, seed_summary
     from assets.run_results.experimenting import repeat_seeds, run_with_repair
+    from assets.shared.verdicts import ALPHA, judge, judge_seeds, seed_summary
     from resources.paths import under_home
     from resources.runner import Runner
     from schemas.topic import load_topic
@@ -198,7 +198,7 @@ def report(rec: dict) -> str:
     intro = (f"Topic `{rec['topic']}` (shipped; accuracy, tolerance {rec['tolerance']:g}), the default rule: "
              f"{rec['seeds']} seeds on each side for candidates whose seed 0 beats the baseline's mean, Welch's t-test "
              f"one-sided at alpha {rec['alpha']:g} and mean difference > tolerance "
-             "(`assets/feedback_summary/verdicts.py`). Every run sandboxed by the Runner through the loop's own "
+             "(`assets/shared/verdicts.py`). Every run sandboxed by the Runner through the loop's own "
              "`run_with_repair` / `repeat_seeds`; the baseline's seeds "
              f"{', '.join(f'{v:.4f}' for v in rec['baseline_seed_values'])} (mean {rec['baseline_mean']:.4f}) are run "
              f"once and shared by every trial. {n_runs} experiment runs (the record's seed values), "

@@ -47,7 +47,7 @@ MAX_FOLDER_MB, MAX_FOLDER_FILES = 500, 20000
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from assets.patched_code.edit_formats import EDIT_FORMATS
+    from assets.editing.edit_formats import EDIT_FORMATS
     from assets.run_results.experimenting import MODES
 
     d = subparsers.add_parser(

@@ -244,7 +244,7 @@ class Patch(BaseModel):
     compiles: bool = False
     imports_ok: bool | None = None
     resamples: int = 0      # sampled re-asks after an unchanged or uncompilable answer
-    # the implementation search (assets/patched_code/drafts.py): every draft asked, with its cheap checks;
+    # the implementation search (assets/editing/drafts.py): every draft asked, with its cheap checks;
     # status/code/diff above are the first viable draft's (run_results runs and ranks the viable ones)
     drafts: list[Draft] = Field(default_factory=list, description="every draft asked for this idea, in order")
 
@@ -267,7 +267,7 @@ class Attempt(BaseModel):
     error: str | None = None
     frames: list[TraceFrame] = []
     local_structure: str = ""
-    # what the error means + definitions of the names it is about (assets/run_results/error_notes.py)
+    # what the error means + definitions of the names it is about (assets/editing/error_notes.py)
     error_notes: str = ""
     analysis: str = ""              # the LLM's error-related code structure ("structure" debugging)
     fix_status: str | None = None   # ok | not_applied | no_op | syntax_error | dishonest | llm_failed
@@ -334,7 +334,7 @@ class Feedback(BaseModel):
     baseline_value: float
     delta: float | None = Field(None, description="the mean difference, idea - baseline (over seeds when repeated)")
     effective: bool
-    # the statistical test behind the verdict (assets/feedback_summary/verdicts.py judge_seeds)
+    # the statistical test behind the verdict (assets/shared/verdicts.py judge_seeds)
     n_seeds: int = Field(0, description="the idea's seeds (1: not repeated; 0: no metric)")
     n_baseline_seeds: int = Field(0, description="the baseline's seeds")
     ci_low: float | None = Field(None, description="95% interval of the mean difference (Welch), low end")

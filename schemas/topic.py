@@ -69,17 +69,17 @@ class Budget(BaseModel):
                            "(on the ray backend also the memory one attempt asks Ray for)")
     seeds: int | None = Field(None, ge=1, le=10, description="seeds 0..seeds-1 for the baseline, and for every "
                               "idea that beats the baseline on its first seed; verdicts test the seed values "
-                              "(assets/feedback_summary/verdicts.py). Empty: 3 when the run command takes {seed}, "
+                              "(assets/shared/verdicts.py). Empty: 3 when the run command takes {seed}, "
                               "else 1 (a script without a seed cannot be repeated)")
     second_look: bool = Field(True, description="a candidate better than the reference by more than the tolerance "
                               "but not significant (p < 0.3) runs `seeds` more seeds, and the reference code the same "
                               "ones; the verdict tests all of them at 0.02, which keeps false improvements at 5 % "
-                              "over both looks (assets/feedback_summary/verdicts.py)")
+                              "over both looks (assets/shared/verdicts.py)")
     # stop rules the round sensor applies before starting another round (empty: no limit)
     max_tokens: int | None = Field(None, ge=1, description="stop when the topic's LLM tokens reach this")
     max_cost_usd: float | None = Field(None, gt=0, description="stop when the topic's LLM cost reaches this")
     patience: int | None = Field(None, ge=1, description="stop after this many rounds in a row without an improvement")
-    # implementation search (assets/patched_code/drafts.py, assets/run_results/screening.py)
+    # implementation search (assets/editing/drafts.py, assets/run_results/screening.py)
     drafts: int = Field(2, ge=1, le=8, description="implementation drafts asked per kept idea; each is checked "
                         "cheaply (compiles, changes what runs, honest, the `check` dry run) and near-duplicates "
                         "are dropped before any run")

@@ -13,13 +13,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from assets.patched_code.resampling import NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE
+from assets.editing.resampling import NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE
+from assets.editing.tracebacks import MARK, format_frames, own_frames
 from assets.run_results.experimenting import (
     RunTarget,
     default_repair_format,
     run_with_repair,
 )
-from assets.run_results.tracebacks import MARK, format_frames, own_frames
 from resources.paths import REPO_ROOT
 from resources.runner import Runner
 from tests.fake_llm import FakeLLMServer

@@ -177,3 +177,12 @@ def test_the_topic_example_is_a_valid_topic():
     block = re.search(r"^```yaml\n(.*?)^```", (DOCS / "topics.md").read_text(), re.M | re.S)[1]
     spec = TopicSpec.model_validate(yaml.safe_load(block))
     assert spec.budget.seeds == 3
+
+
+def test_the_stage_names_match_the_asset_definitions():
+    """assets/shared/stages.py names the stages for code that may not import assets/__init__."""
+    from assets import ROUND_ASSETS, TOPIC_ASSETS
+    from assets.shared.stages import ROUND_STAGES, TOPIC_STAGES
+
+    assert tuple(a.key.to_user_string() for a in ROUND_ASSETS) == ROUND_STAGES
+    assert tuple(a.key.to_user_string() for a in TOPIC_ASSETS) == TOPIC_STAGES

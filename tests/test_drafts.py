@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from assets.patched_code.drafts import cheap_order, failed_status, mark_duplicate, program_hash
+from assets.editing.drafts import cheap_order, failed_status, mark_duplicate, program_hash
 from assets.run_results import running
 from assets.run_results.experimenting import RunTarget
 from assets.run_results.screening import full_run_order, next_wave, pick_best
@@ -481,7 +481,7 @@ def test_the_no_effect_rule_needs_two_equal_values_besides_machine_values():
 
 
 def test_seed0_metrics_reads_the_first_seed_back_from_a_repeated_result():
-    from assets.feedback_summary.verdicts import seed0_metrics
+    from assets.shared.verdicts import seed0_metrics
 
     repeated = {"accuracy": 0.82, "accuracy_seed0": 0.8, "accuracy_spread": 0.01, "train_loss": 0.41}
     assert seed0_metrics(repeated, "accuracy") == {"accuracy": 0.8, "train_loss": 0.41}

@@ -1,17 +1,17 @@
-"""assets/run_results/error_notes.py: plain-language notes on an error and the definitions of its names."""
+"""assets/editing/error_notes.py: plain-language notes on an error and the definitions of its names."""
 from __future__ import annotations
 
 import textwrap
 
 import pytest
 
-from assets.run_results import prompts
-from assets.run_results.error_notes import (
+from assets.editing.error_notes import (
     error_notes,
     explain,
     module_definitions,
     name_notes,
 )
+from assets.run_results import prompts
 from schemas.records import TraceFrame
 
 SCRIPT = textwrap.dedent('''\

@@ -306,7 +306,7 @@ def test_an_ideas_drafts_run_together_on_ray_in_their_own_folders_and_a_resumed_
     """The real run_with_repair: promote 2, three drafts, on ray drafts 0 and 1 run at once, each
     in its workspaces/.../draft-<i> (memo, attempts, logs); the third never runs. Run again (a
     resumed step) nothing runs; with draft 1's memo gone only draft 1 runs again."""
-    from assets.patched_code.drafts import program_hash
+    from assets.editing.drafts import program_hash
     from assets.run_results import running
     from schemas.records import Draft, FilteredIdea, Patch
 
@@ -366,8 +366,8 @@ def test_a_better_but_not_significant_result_gets_a_second_look_on_both_sides(tm
     """p = 0.21 on 3 vs 3 seeds: seeds 3..5 run for the idea and for the reference code (once per
     reference code: a second idea reuses them); 6 vs 6 is then significant at the second look's
     0.02, which 6 vs the first 3 would not be."""
-    from assets.feedback_summary.verdicts import ALPHA_SECOND_LOOK, judge_seeds
     from assets.run_results.experimenting import second_look_seeds
+    from assets.shared.verdicts import ALPHA_SECOND_LOOK, judge_seeds
 
     spec, runner = topic(tmp_path), CodeRunner()
     r = second_look_seeds(spec, _first_look(spec), REF[:3], SCRIPT, runner, tmp_path / "work")
@@ -418,5 +418,5 @@ def test_a_second_look_verdict_is_tested_against_the_reference_values_at_the_str
     assert (f.n_seeds, f.n_baseline_seeds) == (6, 6) and f.p_value < 0.02
     assert f.reference_value == pytest.approx(sum(REF) / 6)
     # p = 0.0167 passes 0.02; the same numbers judged at 0.01 would not: the level is the second look's
-    from assets.feedback_summary.verdicts import judge_seeds
+    from assets.shared.verdicts import judge_seeds
     assert judge_seeds(IDEA, REF, "maximize", 0.001, alpha=0.01)[0] == "maintenance"

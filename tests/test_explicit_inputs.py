@@ -87,7 +87,7 @@ def test_no_stage_reads_the_topic_or_the_store_behind_its_inputs():
         if re.search(r"\.calls\(\)", text):
             offenders.append(f"{rel}: llm.calls()")
         if re.search(r"\bstatus_of\(", text) \
-                and rel != "assets/patched_code/edit_formats/base.py":
+                and rel != "assets/editing/edit_formats/base.py":
             offenders.append(f"{rel}: status_of()")
     assert offenders == []
 

@@ -1,12 +1,12 @@
-"""The "functions" edit format (assets/patched_code/edit_formats/): complete definitions applied by name."""
+"""The "functions" edit format (assets/editing/edit_formats/): complete definitions applied by name."""
 from __future__ import annotations
 
 import textwrap
 
 import pytest
 
-from assets.patched_code.edit_formats import EditError, apply_edit
-from assets.patched_code.edit_formats.functions import (
+from assets.editing.edit_formats import EditError, apply_edit
+from assets.editing.edit_formats.functions import (
     apply_definitions,
     extract_definitions,
 )

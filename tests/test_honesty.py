@@ -1,9 +1,9 @@
-"""assets/run_results/honesty.py: a repair that deletes the training or the evaluation is a failure."""
+"""assets/editing/honesty.py: a repair that deletes the training or the evaluation is a failure."""
 from __future__ import annotations
 
 import pytest
 
-from assets.run_results.honesty import essentials, honesty_problems
+from assets.editing.honesty import essentials, honesty_problems
 from resources.paths import REPO_ROOT
 
 REF = (REPO_ROOT / "experiments/pointcloud_classification/experiment.py").read_text()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from assets.feedback_summary.verdicts import MAX_METRICS, parse_metrics
-from assets.run_results.error_notes import HINTS, error_notes, explain, name_notes
+from assets.editing.error_notes import HINTS, error_notes, explain, name_notes
+from assets.editing.tracebacks import MAX_ERROR_CHARS, error_line, local_structure, own_frames
 from assets.run_results.experimenting import (
     FINAL_INFO_BYTES,
     RunTarget,
@@ -19,7 +19,7 @@ from assets.run_results.experimenting import (
     read_final_info,
     run_with_repair,
 )
-from assets.run_results.tracebacks import MAX_ERROR_CHARS, error_line, local_structure, own_frames
+from assets.shared.verdicts import MAX_METRICS, parse_metrics
 from schemas.records import TraceFrame
 from tests.test_execution import SCRIPT, FakeRunner, topic
 

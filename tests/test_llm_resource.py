@@ -381,7 +381,7 @@ def test_error_kind_is_a_value_not_parsed_from_the_message(server, make_llm):
 
 
 def test_edit_errors_reach_the_patch_status_as_kinds(server, make_llm):
-    from assets.patched_code.edit_formats import EditError, apply_edit, edit_status
+    from assets.editing.edit_formats import EditError, apply_edit, edit_status
 
     src = "x = 1\nprint(x)\n"
     server.respond = lambda body: f"```python\n{src}```"  # the file unchanged

@@ -1,21 +1,21 @@
-"""assets/patched_code/edit_formats/: edit formats (whole file / SEARCH-REPLACE) as pure functions."""
+"""assets/editing/edit_formats/: edit formats (whole file / SEARCH-REPLACE) as pure functions."""
 from __future__ import annotations
 
 import textwrap
 
 import pytest
 
-from assets.patched_code.edit_formats import (
+from assets.editing.edit_formats import (
     EditError,
     apply_edit,
     check_compiles,
     edit_status,
 )
-from assets.patched_code.edit_formats.search_replace import (
+from assets.editing.edit_formats.search_replace import (
     apply_search_replace,
     parse_search_replace,
 )
-from assets.patched_code.edit_formats.whole import extract_whole_file
+from assets.editing.edit_formats.whole import extract_whole_file
 
 SOURCE = textwrap.dedent("""\
     import numpy as np
@@ -308,7 +308,7 @@ def _whole(code: str) -> str:
 
 
 def test_complete_resampled_asks_again_sampled_only_for_the_listed_statuses():
-    from assets.patched_code.resampling import (
+    from assets.editing.resampling import (
         NO_OP_RESAMPLES,
         RESAMPLE_TEMPERATURE,
         complete_resampled,

@@ -1,6 +1,6 @@
 """Repairs are a search: several candidate fixes per failure, each checked by running it, the
 one that gets furthest kept; the interpreter's own "Did you mean" suggestion is a candidate
-made without the LLM (assets/run_results/suggestions.py); an answer that cannot be placed is
+made without the LLM (assets/editing/suggestions.py); an answer that cannot be placed is
 asked again while the budget lasts. Sandboxed runs are real; the LLM is a scripted fake."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from assets.editing.suggestions import suggested_fix
 from assets.run_results.experimenting import run_with_repair
-from assets.run_results.suggestions import suggested_fix
 from resources.paths import REPO_ROOT
 from resources.runner import Runner
 from schemas.records import Attempt, TraceFrame
@@ -159,7 +159,7 @@ def test_an_undefined_library_name_gets_its_import():
     """The diabetes run's failures: the model rewrote the imports and the script used KFold and
     Ridge undefined; the module a script already imports from (or a public submodule of its
     package) that exports the name gives the import, placed with the other imports."""
-    from assets.run_results.suggestions import missing_import
+    from assets.editing.suggestions import missing_import
 
     code = ('"""ridge"""\nimport numpy as np\nfrom sklearn.model_selection import train_test_split\n\n'
             "ridge = Ridge(alpha=1.0)\nfolds = KFold(n_splits=3)\n")
@@ -184,7 +184,7 @@ def test_the_import_lookup_never_runs_code_of_the_workspace(tmp_path, monkeypatc
     """The lookup imports installed packages in an isolated interpreter: a module the model
     wrote into the workspace (here one that would leave a marker and exports the name) is not
     imported even when the step runs from the workspace folder."""
-    from assets.run_results.suggestions import missing_import
+    from assets.editing.suggestions import missing_import
 
     marker = tmp_path / "ran"
     (tmp_path / "helpers_mod.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nclass Thing:\n    pass\n")
@@ -195,7 +195,7 @@ def test_the_import_lookup_never_runs_code_of_the_workspace(tmp_path, monkeypatc
 
 
 def test_undefined_names_are_read_conservatively():
-    from assets.run_results.suggestions import undefined_names
+    from assets.editing.suggestions import undefined_names
 
     code = textwrap.dedent("""\
         import numpy as np
@@ -223,7 +223,7 @@ def test_undefined_names_are_read_conservatively():
 def test_complete_imports_adds_every_missing_library_import_at_once():
     """The diabetes run's first idea failed three times in a row on make_pipeline, GridSearchCV
     and Ridge, one NameError per run; all three are added before any run."""
-    from assets.run_results.suggestions import complete_imports
+    from assets.editing.suggestions import complete_imports
 
     code = ('"""ridge"""\nimport numpy as np\nfrom sklearn.model_selection import train_test_split\n\n'
             "pipe = make_pipeline(StandardScaler(), Ridge())\nsearch = GridSearchCV(pipe, {})\n"
@@ -240,7 +240,7 @@ def test_complete_imports_adds_every_missing_library_import_at_once():
 def test_a_misplaced_top_level_block_is_moved_below_what_it_reads():
     """diabetes r1: the functions format put a new top-level block among the imports, above the
     constants and data it reads; it moves (with the statement that uses it) below their lines."""
-    from assets.run_results.suggestions import mend, reorder_top_level
+    from assets.editing.suggestions import mend, reorder_top_level
 
     code = textwrap.dedent("""\
         import numpy as np
@@ -513,7 +513,7 @@ def test_debug_cli_no_llm(typo, tmp_path):
 def test_a_lookup_is_asked_once_per_process(monkeypatch):
     """The repair note and the keyword fix of one failure read the same signature: one
     isolated interpreter, not two."""
-    from assets.run_results import suggestions
+    from assets.editing import suggestions
 
     runs = []
     real = subprocess.run

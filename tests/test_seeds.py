@@ -4,7 +4,7 @@ tolerance."""
 import pytest
 
 from assets.feedback_summary.feedback import summarise
-from assets.feedback_summary.verdicts import judge, seed_summary
+from assets.shared.verdicts import judge, seed_summary
 from schemas.records import FilteredIdea, RunResult
 from schemas.topic import TopicSpec
 

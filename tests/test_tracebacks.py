@@ -1,4 +1,4 @@
-"""assets/run_results/tracebacks.py on REAL tracebacks from scripts run with this interpreter."""
+"""assets/editing/tracebacks.py on REAL tracebacks from scripts run with this interpreter."""
 from __future__ import annotations
 
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.run_results.tracebacks import (
+from assets.editing.tracebacks import (
     error_line,
     last_traceback,
     local_structure,

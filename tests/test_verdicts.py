@@ -1,4 +1,4 @@
-"""assets/feedback_summary/verdicts.py (judge, parse_metrics) and assets/paper_rankings/scoring.py
+"""assets/shared/verdicts.py (judge, parse_metrics) and assets/paper_rankings/scoring.py
 (score_paper, is_kept)."""
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import typing
 
 import pytest
 
-from assets.feedback_summary.verdicts import judge, parse_metrics
 from assets.paper_rankings.scoring import (
     ATTRIBUTE_POINTS,
     KEEP_AT,
@@ -16,6 +15,7 @@ from assets.paper_rankings.scoring import (
     is_kept,
     score_paper,
 )
+from assets.shared.verdicts import judge, parse_metrics
 from schemas.llm_outputs import AttributeMatch, Relevance
 
 # -- judge ------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ BASE = [0.7524810433387756, 0.7577349543571472, 0.7589024901390076]
 def test_welch_matches_scipy_and_the_textbook_interval():
     from scipy import stats
 
-    from assets.feedback_summary.verdicts import WELCH, compare_seeds
+    from assets.shared.verdicts import WELCH, compare_seeds
 
     idea = [0.7665, 0.7630, 0.7700]
     c = compare_seeds(idea, BASE, "maximize")
@@ -184,7 +184,7 @@ def test_welch_matches_scipy_and_the_textbook_interval():
 
 
 def test_minimize_turns_the_test_around():
-    from assets.feedback_summary.verdicts import compare_seeds
+    from assets.shared.verdicts import compare_seeds
 
     lower = compare_seeds([0.30, 0.31, 0.29], [0.40, 0.41, 0.39], "minimize")
     assert lower.mean_diff == pytest.approx(-0.10) and lower.p_better < 0.001 and lower.p_worse > 0.999
@@ -193,7 +193,7 @@ def test_minimize_turns_the_test_around():
 
 
 def judge_seeds_verdict(idea, base, goal="maximize", tol=0.005):
-    from assets.feedback_summary.verdicts import judge_seeds
+    from assets.shared.verdicts import judge_seeds
 
     return judge_seeds(idea, base, goal, tol)[0]
 
@@ -208,7 +208,7 @@ def judge_seeds_verdict(idea, base, goal="maximize", tol=0.005):
     ([0.7300], "decline", "worse by"),                                   # one seed far below the baseline's seeds
 ])
 def test_rule_on_recorded_seed_values(idea, verdict, why):
-    from assets.feedback_summary.verdicts import judge_seeds
+    from assets.shared.verdicts import judge_seeds
 
     v, reason, _ = judge_seeds(idea, BASE, "maximize", 0.005)
     assert (v, why in reason) == (verdict, True), reason
@@ -219,7 +219,7 @@ def test_a_null_idea_that_beat_seed_zero_by_chance_is_not_an_improvement():
     """Null idea null-09 of bench/null_results.json (torch seed offset 9000, nothing else changed),
     as recorded: its seed 0 beat the baseline's seed 0 by 0.0117, an improvement by the old
     single-seed rule; over 3 seeds it is +0.0046, within the tolerance."""
-    from assets.feedback_summary.verdicts import judge_seeds
+    from assets.shared.verdicts import judge_seeds
 
     null = [0.7641564607620239, 0.761237621307373, 0.7577349543571472]
     assert judge(null[0], BASE[0], "maximize", 0.005)[0] == "improvement"
@@ -227,7 +227,7 @@ def test_a_null_idea_that_beat_seed_zero_by_chance_is_not_an_improvement():
 
 
 def test_one_run_each_falls_back_to_the_tolerance_and_says_so():
-    from assets.feedback_summary.verdicts import NO_TEST, judge_seeds
+    from assets.shared.verdicts import NO_TEST, judge_seeds
 
     v, reason, c = judge_seeds([0.80], [0.75], "maximize", 0.005)
     assert v == "improvement" and "untested" in reason and c.test == NO_TEST
@@ -236,7 +236,7 @@ def test_one_run_each_falls_back_to_the_tolerance_and_says_so():
 
 
 def test_identical_seeds_on_both_sides_are_exact():
-    from assets.feedback_summary.verdicts import judge_seeds
+    from assets.shared.verdicts import judge_seeds
 
     v, _, c = judge_seeds([0.5, 0.5, 0.5], [0.4, 0.4, 0.4], "maximize", 0.01)
     assert v == "improvement" and c.p_better == 0.0 and c.ci_low == c.ci_high == pytest.approx(0.1)
@@ -246,7 +246,7 @@ def test_identical_seeds_on_both_sides_are_exact():
 def test_one_value_against_repeated_seeds_uses_their_variance():
     from scipy import stats
 
-    from assets.feedback_summary.verdicts import ONE_RUN, compare_seeds
+    from assets.shared.verdicts import ONE_RUN, compare_seeds
 
     c = compare_seeds([0.70], BASE, "maximize")
     s = stats.tstd(BASE)

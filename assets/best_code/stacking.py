@@ -1,7 +1,7 @@
 """The best verified code after a round (stacked wins, pure logic).
 
 The rule (`next_best`): an idea becomes the new best when its verdict against the current best
-(feedback_summary's `best_verdict`, the seed test of assets/feedback_summary/verdicts.py) is
+(feedback_summary's `best_verdict`, the seed test of assets/shared/verdicts.py) is
 *improvement*; among several such ideas the one with the best mean over seeds wins. Its code is
 the code that ran (after any repairs), its seed values are those the verdict used, and its chain
 is the chain of the code it was built on (the round's reference) plus itself. No improvement:
@@ -10,11 +10,11 @@ edits this code; with `baseline` it edits the original, and the best is still tr
 later idea must beat it to replace it)."""
 from __future__ import annotations
 
-from assets.feedback_summary.verdicts import seed0_metrics
-from assets.patched_code.edit_formats import unified_diff
+from assets.editing.edit_formats import unified_diff
 from assets.round_reference.reference import mean_interval
 from assets.shared.metadata import md_table
 from assets.shared.topics import CapturedTopic, code_sha256
+from assets.shared.verdicts import seed0_metrics
 from schemas.records import BestCode, Feedback, FilteredIdea, RoundReference, RunResult
 
 

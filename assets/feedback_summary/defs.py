@@ -5,7 +5,6 @@ import dagster as dg
 import polars as pl
 
 from assets.feedback_summary.feedback import (
-    ROUND_STAGES,
     VERDICTS,
     analyse_round,
     lineage_table,
@@ -25,6 +24,7 @@ from assets.shared.metadata import (
 )
 from assets.shared.partitions import multi_key, round_asset, round_key_of
 from assets.shared.plots import progress_png
+from assets.shared.stages import ROUND_STAGES
 from assets.shared.topics import topic_of
 from resources.llm import LLM
 from resources.paths import under_home
@@ -56,7 +56,7 @@ def feedback_summary(context: dg.AssetExecutionContext, run_results: pl.DataFram
                      baseline_values=base.seed_values, reference=rt.reference)
     with llm.track("feedback_summary") as usage:
         analysis, analysis_error = analyse_round(spec, base.metric_value, rows, llm)
-    stages = [a.key.to_user_string() for a in ROUND_STAGES()]
+    stages = list(ROUND_STAGES)
     total, by_idea = round_llm_use(context.instance, str(multi_key(topic, round_key)),
                                    [s for s in stages if s != "feedback_summary"], usage.calls)
     rows = with_usage([r.model_copy(update={"round_analysis": analysis}) for r in rows], total, by_idea)

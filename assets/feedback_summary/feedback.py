@@ -4,8 +4,8 @@ Effective ideas go into the next round's idea prompt; ineffective ones into the 
 from collections.abc import Callable
 
 from assets.feedback_summary import prompts as feedback_prompts
-from assets.feedback_summary.verdicts import ALPHA, ALPHA_SECOND_LOOK, judge_seeds
 from assets.shared.metadata import Usage, md_table, share_usage
+from assets.shared.verdicts import ALPHA, ALPHA_SECOND_LOOK, judge_seeds
 from resources.llm import LLM, RejectedAnswer
 from resources.store import RecordStore, Store
 from schemas.frames import from_frame
@@ -13,12 +13,6 @@ from schemas.llm_outputs import RoundAnalysis
 from schemas.records import Feedback, FilteredIdea, RoundReference, RunResult
 
 VERDICTS = ["improvement", "maintenance", "decline", "failed"]
-
-
-def ROUND_STAGES():  # the round's assets, looked up late (assets/__init__ imports this module)
-    from assets import ROUND_ASSETS
-
-    return ROUND_ASSETS
 
 
 def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
@@ -30,7 +24,7 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
     test against the original baseline (`baseline_values`; without them the single `baseline`)
     and against the current best, reported beside it. A result that had a second look
     (`RunResult.reference_values`) is tested against the reference code's values over the same
-    seeds, on every side whose code the reference is, at the second look's level (verdicts.py).
+    seeds, on every side whose code the reference is, at the second look's level (assets/shared/verdicts.py).
     `baseline_spread` is unused (kept for older callers)."""
     base_vals = [v for v in (baseline_values or []) if v is not None] or [baseline]
     ref_vals = base_vals if reference is None or reference.source == "baseline" else reference.values

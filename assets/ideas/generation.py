@@ -3,9 +3,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, zip_longest
 
+from assets.editing.edit_formats.base import unified_diff
+from assets.ideas import prompts
+from assets.ideas.merge import merge3
+from assets.ideas.tuning import apply_move, find_knobs, knob_changes, propose, same_move, tuning_places
 from assets.shared.naming import idea_id, snake, unique_name
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
+from schemas.llm_outputs import IdeaList
 from schemas.records import (
     CarriedChange,
     ChainLink,
@@ -109,8 +114,6 @@ def round_wins(store: RecordStore | Store, topic: str, round_key: str,
       (assets/ideas/tuning.py `knob_changes`);
     - every judged idea (improvement, maintenance, decline) whose code differs in one knob value only,
       idea_id -> that move."""
-    from assets.ideas.tuning import knob_changes
-
     judged = [f for f in feedback if f.verdict in ("improvement",) + INEFFECTIVE]
     ref, runs = store.read("round_reference", topic, round_key), store.read("run_results", topic, round_key)
     if not judged or ref is None or runs is None or ref.is_empty():
@@ -168,9 +171,6 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
     are kept and which were dropped and why (assets/ideas/prompts.py `refill`), tagged `source`
     (refill_inputs). Returns the new ideas (names unique against earlier rounds and this one) and
     the error of a failed call."""
-    from assets.ideas import prompts
-    from schemas.llm_outputs import IdeaList
-
     kept = [f"{i.name}: {i.title}" for i in decided if i.kept and i.source != "tuning"]
     dropped = [f"{i.name}: {i.summary} (dropped: {i.drop_reason})" for i in decided
                if not i.kept and i.drop_reason and not i.drop_reason.startswith("over the round's budget")]
@@ -216,8 +216,6 @@ def tunes(sources: Sequence[str], code: str) -> bool:
     """Whether the tuning source moves this code's hyper-parameters: it is a source and the code
     has numeric knobs it writes (swaps and unwritten library defaults aside: without them the LLM
     ideas may change values)."""
-    from assets.ideas.tuning import find_knobs
-
     return "tuning" in sources and any(k.kind != "swap" and not k.implicit for k in find_knobs(code))
 
 
@@ -225,8 +223,6 @@ def round_places(cfg, history: History, budget: int):
     """The round's places for the tuning source's moves (assets/ideas/tuning.py `tuning_places`) from
     the topic's ideation spec `cfg` and its earlier rounds: the same answer in `ideas` (how many moves
     to propose) and in `filtered_ideas` (how many take their places first)."""
-    from assets.ideas.tuning import tuning_places
-
     return tuning_places(history.feedback, history.tuning_ids, cfg.tuning_moves, budget, cfg.tuning_adapt,
                          any(s in LLM_SOURCES for s in cfg.sources))
 
@@ -236,8 +232,6 @@ def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str
     moves, the earlier wins carried over first (`carried_ideas`), then assets/ideas/tuning.py
     `propose`'s, each an idea naming the knob, its old and new value and why it was chosen; a move
     continuing an improving one builds on it."""
-    from assets.ideas.tuning import propose
-
     out = carried_ideas(code, history, k, topic, round_key, taken)
     for move, why in propose(code, history.moves, k - len(out)):
         swap, p = move.kind == "swap", move.paired
@@ -278,10 +272,6 @@ def carried_ideas(code: str, history: History, k: int, topic: str, round_key: st
     - else its change (its code as it ran against its round's reference) merged into `code` by lines
       (assets/ideas/merge.py `merge3`), when the merge is clean.
     Two wins of one round stack this way: the best is the next reference, the next one is carried over onto it."""
-    from assets.ideas.merge import merge3
-    from assets.ideas.tuning import apply_move, same_move
-    from assets.patched_code.edit_formats.base import unified_diff
-
     out = []
     for win in reversed(history.wins):
         if len(out) >= k:

@@ -1,7 +1,7 @@
 """Idea generation (DOLPHIN 3.1, its Fig. 5 in spirit): references, the code, the ideas tried
 before and the ideas that worked; and a brainstorm path without papers (SciPIP's dual path).
 Both prompts start with the same head (task + code) so the server's prefix cache reuses it."""
-
+from assets.ideas.angles import untried_angles
 
 SYSTEM = ("You are an ambitious but practical ML researcher. You propose small, concrete "
           "changes to an existing experiment that could improve its main metric, and which "
@@ -95,8 +95,6 @@ def refill(title: str, description: str, metric: str, goal: str, code: str, pape
 
 def _angles(texts: list[str]) -> str:
     """The directions no earlier idea took (assets/ideas/angles.py), as a request to use them."""
-    from assets.ideas.angles import untried_angles
-
     left = untried_angles(texts)
     if not left:
         return ""

@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from assets.filtered_ideas.filtering import title_key
 from assets.ideas import prompts
+from assets.shared.text import title_key
 from resources.llm import REQUEST_FAILED, RejectedAnswer
 from resources.paths import under_home
 from resources.safe_io import atomic_write_text, read_memo

@@ -1,13 +1,10 @@
 """Implementing an idea: ask for several drafts of the edit, check each cheaply (applies,
-compiles, changes what runs, honest, dry run), record them all (assets/patched_code/drafts.py)."""
+compiles, changes what runs, honest, dry run), record them all (assets/editing/drafts.py)."""
 import hashlib
 import json
 from types import SimpleNamespace
 
-from assets.ideas.tuning import apply_move
-from assets.patched_code import prompts as patch_prompts
-from assets.patched_code.dead_code import dead_code_only
-from assets.patched_code.drafts import (
+from assets.editing.drafts import (
     DraftStyle,
     cheap_order,
     draft_style,
@@ -16,7 +13,7 @@ from assets.patched_code.drafts import (
     program_hash,
     viable,
 )
-from assets.patched_code.edit_formats import (
+from assets.editing.edit_formats import (
     WHOLE_FILE_RETRIES,
     EditError,
     apply_edit,
@@ -24,10 +21,13 @@ from assets.patched_code.edit_formats import (
     max_tokens,
     unified_diff,
 )
-from assets.patched_code.resampling import complete_resampled
-from assets.run_results.experimenting import OUT_DIR, remove_hidden
-from assets.run_results.honesty import honesty_problems
-from assets.run_results.suggestions import mend
+from assets.editing.honesty import honesty_problems
+from assets.editing.resampling import complete_resampled
+from assets.editing.suggestions import mend
+from assets.editing.workspace import OUT_DIR, remove_hidden
+from assets.ideas.tuning import apply_move
+from assets.patched_code import prompts as patch_prompts
+from assets.patched_code.dead_code import dead_code_only
 from resources.llm import LLM
 from resources.paths import under_home
 from resources.runner import execution_kwargs, prepare_workspace
@@ -115,7 +115,7 @@ def mechanical_draft(spec: TopicSpec, code: str, idea: FilteredIdea, fmt: str) -
 
 
 def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan, llm: LLM, runner) -> Patch:
-    """Ask `spec.budget.drafts` drafts (assets/patched_code/drafts.py), check each cheaply and
+    """Ask `spec.budget.drafts` drafts (assets/editing/drafts.py), check each cheaply and
     record them all; the Patch carries the first viable draft in cheap order (its code, diff and
     status) and every draft, which run_results ranks with runs."""
     fmt = patch_format(llm)

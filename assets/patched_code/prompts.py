@@ -1,29 +1,22 @@
 """The prompt that implements an idea as an edit of the reference file. The edit format's own
 instructions (with a worked example: the small local model follows a format only when it has
-seen one) come from the registry in assets/patched_code/edit_formats/."""
+seen one) come from the registry in assets/editing/edit_formats/."""
+from assets.editing.edit_formats import instructions
+from assets.editing.prompts import RULES, system_prompt
 from assets.experiment_plans.planning import MODULE
-from assets.patched_code.edit_formats import instructions
-
-RULES = ("Keep the command-line arguments, the data loading, the evaluation and the writing of "
-         "final_info.json working exactly as they are. Keep the training time similar.")
-
-
-def _system(code: str, filename: str) -> str:
-    return ("You are an expert PyTorch engineer who edits experiment code.\n\n"
-            f"The current {filename}:\n```python\n{code}\n```")
 
 
 def implement(code: str, filename: str, edit_format: str, title: str, summary: str, changes: list[str],
               functions: list[str] | tuple[str, ...] = (), extra: str = "") -> list[dict]:
     """`functions`: the definitions the plan changes (named in the prompt, so a changed-definitions
-    answer knows what to return); `extra`: the draft's own instruction (assets/patched_code/drafts.py)."""
+    answer knows what to return); `extra`: the draft's own instruction (assets/editing/drafts.py)."""
     steps = "\n".join(f"- {c}" for c in changes)
     where = ""
     if functions:
         names = [("the top-level statements" if f == MODULE else f"`{f}`") for f in functions]
         where = f"The plan changes these parts of {filename}: {', '.join(names)}.\n"
     return [
-        {"role": "system", "content": _system(code, filename)},
+        {"role": "system", "content": system_prompt(code, filename)},
         {"role": "user", "content": (
             f"Implement this idea: {title}\n{summary}\nPlanned changes:\n{steps}\n{where}\n{RULES}\n"
             + (f"{extra}\n" if extra else "") + instructions(edit_format, filename))},

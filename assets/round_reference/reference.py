@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from assets.feedback_summary.verdicts import seed0_metrics, seed_summary
 from assets.shared.topics import CapturedTopic, code_sha256, topic_of
+from assets.shared.verdicts import seed0_metrics, seed_summary
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
 from schemas.records import BestCode, RoundReference, RunResult

@@ -4,10 +4,14 @@ Each attempt runs in a fresh copy of the folder (the sandboxed `runner`), with t
 file written in. A failed attempt's traceback is reduced to the frames in the experiment's own
 code and their local code structure; the LLM (in "structure" mode) first writes its analysis
 of that structure, then proposes a fix in the configured edit format, which must pass the
-honesty check (assets/run_results/honesty.py) before it runs. The same loop serves a topic's ideas
+honesty check (assets/editing/honesty.py) before it runs. The same loop serves a topic's ideas
 (`RunTarget.of_topic`: success = the metric in final_info.json) and any script
 (`researchloop debug`: success = exit code 0). Finished experiments are remembered on disk
-by the hash of the code they ran, so a killed and re-run round does not repeat them."""
+by the hash of the code they ran, so a killed and re-run round does not repeat them.
+
+One module, one responsibility (running a target and repairing it): the attempt loop, the
+scorer run and the seed runs share the RunTarget, the workspace steps and that memo. The
+editing pieces it uses (edit formats, tracebacks, error notes, repair rules) are in assets/editing/."""
 
 from __future__ import annotations
 
@@ -21,14 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from assets.feedback_summary.verdicts import (
-    beats,
-    in_bounds,
-    parse_metrics,
-    second_look,
-    seed_summary,
-)
-from assets.patched_code.edit_formats import (
+from assets.editing.edit_formats import (
     WHOLE_FILE_RETRIES,
     EditError,
     apply_edit,
@@ -37,17 +34,26 @@ from assets.patched_code.edit_formats import (
     max_tokens,
     unified_diff,
 )
-from assets.patched_code.resampling import complete_resampled
-from assets.run_results import prompts
-from assets.run_results.error_notes import error_notes
-from assets.run_results.honesty import honesty_problems
-from assets.run_results.tracebacks import (
+from assets.editing.error_notes import error_notes
+from assets.editing.honesty import honesty_problems
+from assets.editing.resampling import complete_resampled
+from assets.editing.suggestions import mend, suggested_fix
+from assets.editing.tracebacks import (
     MARK,
     error_line,
     format_frames,
     last_traceback,
     local_structure,
     own_frames,
+)
+from assets.editing.workspace import OUT_DIR, PRED_DIR, remove_hidden
+from assets.run_results import prompts
+from assets.shared.verdicts import (
+    beats,
+    in_bounds,
+    parse_metrics,
+    second_look,
+    seed_summary,
 )
 from resources.bounded_json import BadJSON, loads_bounded
 from resources.paths import under_home
@@ -61,10 +67,6 @@ from resources.safe_io import (
 from resources.workspace_walk import WorkspaceLimitError, copy_tree, hash_files, remove_tree, walk
 from schemas.records import Attempt, RunResult
 from schemas.topic import ExecutionSpec, TopicSpec
-
-OUT_DIR = "out"
-PRED_DIR = "predictions"  # where a scorer's workspace holds the run's OUT_DIR
-
 
 MODES = prompts.MODES
 
@@ -153,14 +155,6 @@ def _hashes_after(ws: Path, skip: tuple[str, ...]) -> dict[str, str] | str:
 def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
     """Files of `before` that are gone or different in `after` (new files are allowed)."""
     return sorted(k for k, v in before.items() if after.get(k) != v)
-
-
-def remove_hidden(ws: Path, hidden: tuple[str, ...]) -> None:
-    """Delete the topic's hidden files (and folders) from a freshly copied workspace."""
-    for h in hidden:
-        p = ws / h
-        if p.is_symlink() or p.exists():
-            remove_tree(p)
 
 
 _METRIC_LINE = r"(?i)(?:^|[^A-Za-z0-9_]){name}\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -394,8 +388,6 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
     if not res.ok:
         a.fix_status, a.fix_error = edit_status(res), res.error
         return None
-    from assets.run_results.suggestions import mend
-
     a.fix_status, a.fix_diff = "ok", res.value.diff
     fixed, mended = mend(res.value.code)
     if mended:  # misplaced statements and left-out imports of the fix: mended, no run spent on them
@@ -451,7 +443,7 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
 
     The search, per failure: the LLM's fix first; then the interpreter's own suggestion
     ("Did you mean: 'x'?", applied at the failing line without the LLM, see
-    assets/run_results/suggestions.py) when `suggestions` is on; then the LLM again (sampled,
+    assets/editing/suggestions.py) when `suggestions` is on; then the LLM again (sampled,
     told which fixes were already run and what they did). A candidate that succeeds ends the
     search; one that gets further (a different error) becomes the failure to fix next; one that
     fails with the same error, or breaks the script (a new name/attribute/import error in a line
@@ -469,8 +461,6 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
     "traceback" (traceback only) or "error" (last error line only); None follows the older
     `with_structure` switch. repair_format: the edit format of fixes (None: the patch's
     `edit_format`, or "functions" on the local model, see `default_repair_format`)."""
-    from assets.run_results.suggestions import suggested_fix
-
     target = as_target(spec)
     mode = mode or ("structure" if with_structure else "traceback")
     if mode not in MODES:
@@ -619,7 +609,7 @@ def with_more_seeds(spec: TopicSpec, result: RunResult, values: list[float], n: 
 def second_look_seeds(spec: TopicSpec, result: RunResult, reference_values: list[float], reference_code: str | None,
                       runner, workdir: Path, env: dict[str, str] | None = None,
                       log: Callable[[str], None] = print) -> RunResult:
-    """The second look (assets/feedback_summary/verdicts.py): a repeated result better than the
+    """The second look (assets/shared/verdicts.py): a repeated result better than the
     reference's `reference_values` by more than the tolerance but not significant runs seeds
     n..2n-1, and the reference code the same seeds (`reference_seeds`); the result then carries
     all its 2n values and the reference's 2n (`reference_values`), which the verdict tests at the

@@ -4,8 +4,8 @@
   then fixes the error from the error, the structure and its analysis (`fix`);
 - "traceback": the traceback only, fixed in one step;
 - "error": only the final error line, fixed in one step."""
-from assets.patched_code.edit_formats import instructions
-from assets.patched_code.prompts import RULES, _system
+from assets.editing.edit_formats import instructions
+from assets.editing.prompts import RULES, system_prompt
 
 MODES = ("structure", "traceback", "error")
 
@@ -22,7 +22,7 @@ def _failure(error: str, structure: str, title: str, mode: str) -> str:
 
 
 def _facts(notes: str, mode: str) -> str:
-    """The notes on the error (assets/run_results/error_notes.py), "structure" mode only: checked by the tool,
+    """The notes on the error (assets/editing/error_notes.py), "structure" mode only: checked by the tool,
     so they come last before the instructions, after the model's own analysis."""
     if mode != "structure" or not notes.strip():
         return ""
@@ -32,7 +32,7 @@ def _facts(notes: str, mode: str) -> str:
 def analyse(code: str, filename: str, error: str, structure: str, title: str = "", *, notes: str = "") -> list[dict]:
     """Step 1 of "structure" debugging: the model writes the error-related code structure."""
     return [
-        {"role": "system", "content": _system(code, filename)},
+        {"role": "system", "content": system_prompt(code, filename)},
         {"role": "user", "content": _failure(error, structure, title, "structure") + _facts(notes, "structure") + (
             "\nDo not write code yet. In at most three short sentences, describe the error-related "
             "code structure: the lines the error passes through (marked '<-- error path'), what they "
@@ -56,7 +56,7 @@ def fix(code: str, filename: str, edit_format: str, error: str, structure: str, 
         note += ("\nThis fix was tried already and the script still failed with the same error, so it "
                  f"missed the cause; find another one:\n{unhelpful.strip()}\n")
     return [
-        {"role": "system", "content": _system(code, filename)},
+        {"role": "system", "content": system_prompt(code, filename)},
         {"role": "user", "content": (
             _failure(error, structure, title, mode) + note + _facts(notes, mode) +
             "\nFind the cause and fix it with the smallest change. Do not remove "

@@ -3,7 +3,7 @@ attempts, its seeds and its MLflow runs."""
 import math
 import re
 
-from assets.patched_code.drafts import cheap_order, program_hash
+from assets.editing.drafts import cheap_order, program_hash
 from assets.run_results.experimenting import (
     OUT_DIR,
     RunTarget,

@@ -6,7 +6,7 @@ The rule (successive halving with two rungs, the second of size `budget.promote`
    `budget.promote` (with no more, every draft may get its full run and a short run would only
    add cost): every viable draft runs the short command once (seed 0, no repairs). A draft whose short run
    fails or leaves the metric out drops out; the others are ranked by their metric (ties: the
-   cheap order, assets/patched_code/drafts.py `cheap_order`).
+   cheap order, assets/editing/drafts.py `cheap_order`).
 2. Rung 1: full runs (with the repair search) go down that ranking until `budget.promote` drafts
    have succeeded or the ranking ends. If no draft passed the screen, the first draft in cheap
    order still gets its full run: its repairs may fix what the short run hit, so screening never

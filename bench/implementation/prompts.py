@@ -1,6 +1,6 @@
 """The request for one implementation task: the signature and the description in words, nothing
 of the ground truth. The answer is one fenced Python block (parsed by the loop's "whole" edit
-format, assets/patched_code/edit_formats/whole.py)."""
+format, assets/editing/edit_formats/whole.py)."""
 
 SYSTEM = ("You are a careful machine-learning engineer. You implement what a description says "
           "exactly, in plain PyTorch, and return only code.")

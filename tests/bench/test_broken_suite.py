@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from assets.run_results.honesty import honesty_problems
+from assets.editing.honesty import honesty_problems
 from bench.broken_suite import SUITES, SuiteError, load_suite, reference
 from resources.paths import REPO_ROOT
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from assets.patched_code.edit_formats import unified_diff
+from assets.editing.edit_formats import unified_diff
 from bench.broken_suite import load_suite
 from bench.repair_scoring import DiffError, apply_unified_diff, code_id, final_code, score_row
 from resources.paths import REPO_ROOT

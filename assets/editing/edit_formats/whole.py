@@ -4,7 +4,7 @@ topics are rewritten reliably even by the small local model."""
 
 from __future__ import annotations
 
-from assets.patched_code.edit_formats.base import FENCE_RE, EditError
+from assets.editing.edit_formats.base import FENCE_RE, EditError
 
 NAME = "whole"
 MAX_TOKENS = 2500

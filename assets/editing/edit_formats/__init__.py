@@ -8,14 +8,14 @@ line in FORMATS; the patching and repair prompts, the appliers and the token bud
 
 An answer that cannot be used raises `EditError`, whose status the patch or repair records:
 "not_applied", "no_op", "syntax_error" (or "dishonest", raised by the repair loop's honesty
-check, see assets/run_results/honesty.py). The LLM resource hands that status back as the
+check, see assets/editing/honesty.py). The LLM resource hands that status back as the
 result's `error_kind`; `edit_status(result)` turns it into the recorded status."""
 from __future__ import annotations
 
 from types import ModuleType
 
-from assets.patched_code.edit_formats import functions, search_replace, whole
-from assets.patched_code.edit_formats.base import (
+from assets.editing.edit_formats import functions, search_replace, whole
+from assets.editing.edit_formats.base import (
     EDIT_STATUSES,
     WHOLE_FILE_RETRIES,
     EditError,

@@ -19,7 +19,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from assets.run_results.tracebacks import SOURCE_BYTES, _enclosing, clip, parse_source
+from assets.editing.suggestions import callee_parameters  # reads a library signature in a subprocess
+from assets.editing.tracebacks import SOURCE_BYTES, _enclosing, clip, parse_source
 from resources.safe_io import safe_read_text
 from schemas.records import TraceFrame
 
@@ -323,8 +324,6 @@ def name_notes(error: str, frames: list[TraceFrame], workspace: str | Path) -> l
                              + _listing(_class_members(cls), m["attr"]))
                 break
     elif (m := re.search(r"got an unexpected keyword argument '(?P<k>\w+)'", error)) and frames:
-        from assets.run_results.suggestions import callee_parameters  # reads a library signature, isolated
-
         inner = next((f for f in reversed(frames) if not Path(f.file).is_absolute() and (ws / f.file).is_file()),
                      None)
         try:

@@ -15,7 +15,7 @@ import textwrap
 import tokenize
 from pathlib import Path
 
-from assets.patched_code.edit_formats.base import (
+from assets.editing.edit_formats.base import (
     FENCE_RE,
     EditError,
     _indent,

@@ -2,11 +2,11 @@
 are the same program, which is tried first, and what the idea's patch says when none is usable.
 
 Every kept idea gets `budget.drafts` drafts. Draft 0 is the greedy answer (asked again, sampled,
-when it changes nothing: assets/patched_code/resampling.py); each later draft is one sampled
+when it changes nothing: assets/editing/resampling.py); each later draft is one sampled
 answer with its own temperature, seed and instruction (DRAFT_STYLES), so the drafts differ in
 more than noise. A draft is *viable* when it applies, compiles, changes what the program runs
 (assets/patched_code/dead_code.py), keeps the training, evaluation and metrics file
-(assets/run_results/honesty.py) and is not the same normalised program as an earlier draft.
+(assets/editing/honesty.py) and is not the same normalised program as an earlier draft.
 The topic's `check:` dry run then ranks the viable ones (`cheap_order`); the run stage decides
 between them with runs (assets/run_results/screening.py)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from assets.patched_code.edit_formats.base import _code_only
+from assets.editing.edit_formats.base import _code_only
 from schemas.records import Draft
 
 

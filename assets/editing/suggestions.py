@@ -24,7 +24,11 @@ given members of the other task to its sibling that module exports (`task_siblin
 written into a folder that does not exist gets the folder made first (`missing_folder`, no lookup).
 A wrapper that calls itself under the imported name it wraps (RecursionError) gets the original
 (`shadowed_import`); a top-level name the code gives only as a parameter with one constant gets
-that value (`parameter_value`, a guess)."""
+that value (`parameter_value`, a guess).
+
+One module, one responsibility: every rule turns one error message into one edit of the failing
+code, without the LLM, through the same readers (the names the code defines and binds, its import
+lines, the isolated library lookup); `suggested_fix` and `mend` are its two entry points."""
 from __future__ import annotations
 
 import ast
@@ -39,8 +43,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from assets.patched_code.edit_formats import check_compiles, unified_diff
-from assets.run_results.tracebacks import clip
+from assets.editing.edit_formats import check_compiles, unified_diff
+from assets.editing.tracebacks import clip
 from schemas.records import Attempt
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from assets.patched_code.edit_formats.base import EditError, _indent
+from assets.editing.edit_formats.base import EditError, _indent
 
 NAME = "search_replace"
 MAX_TOKENS = 900

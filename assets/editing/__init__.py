@@ -1,0 +1,5 @@
+"""The code-editing kit every stage that edits or repairs code shares: the edit formats
+(`edit_formats/`), resampling of an unchanged answer, drafts (their hashes, order and failure
+status), the honesty check, traceback parsing, error notes, the mechanical repair rules
+(`suggestions.py`), the prompt pieces every edit prompt starts with and the workspace's
+conventions. It imports no stage: patched_code and run_results both build on it."""
