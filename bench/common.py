@@ -11,9 +11,11 @@ import os
 import platform
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "RESULTS.md"   # the headline table and the index of the pages
-PAGES = ROOT / "bench" / "results"        # one page per benchmark, and archive.md
+from bench.pages import PAGES, ROOT, marks
+from bench.pages import RESULTS as RESULTS  # the page layout, imported from here by the benches
+from bench.pages import find_section as find_section
+from bench.results import page_header, write_index
+
 RECORDS = ROOT / "bench" / "records"
 
 
@@ -33,12 +35,8 @@ def page_path(page: str | Path) -> Path:
     return page if isinstance(page, Path) else PAGES / f"{page}.md"
 
 
-def _marks(name: str) -> tuple[str, str]:
-    return f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
-
-
 def _without(text: str, name: str) -> str:
-    begin, end = _marks(name)
+    begin, end = marks(name)
     head, _, rest = text.partition(begin)
     return head.rstrip() + "\n\n" + rest.split(end, 1)[1].lstrip() if begin in text else text
 
@@ -48,10 +46,8 @@ def write_section(name: str, body: str, page: str | Path) -> str:
     bench/results/ gets its header from the registry, loses the section from any other page there
     (a section measured again is current: it leaves the archive), and bench/RESULTS.md is rewritten
     (bench/results.py)."""
-    from bench.results import page_header, write_index
-
     path = page_path(page)
-    begin, end = _marks(name)
+    begin, end = marks(name)
     section = f"{begin}\n{body.rstrip()}\n{end}"
     ours = path.resolve().parent == PAGES.resolve()
     if ours:
@@ -70,15 +66,6 @@ def write_section(name: str, body: str, page: str | Path) -> str:
     if ours:
         write_index()
     return section
-
-
-def find_section(name: str, pages: Path = PAGES) -> tuple[Path, str] | None:
-    """The page holding section `name` and the section's text between its markers, or None."""
-    begin, end = _marks(name)
-    for path in sorted(pages.glob("*.md")):
-        if begin in (text := path.read_text()):
-            return path, text.split(begin, 1)[1].split(end, 1)[0].strip()
-    return None
 
 
 def repo_path(path: Path) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import REGISTRY
-from bench.common import PAGES, RESULTS, ROOT, find_section
+from bench.pages import PAGES, RESULTS, ROOT, find_section
 
 ARCHIVE = "archive"
 MARK = re.compile(r"<!-- bench:([\w-]+):begin -->\s*\n## (.+)")
