@@ -581,13 +581,11 @@ def build_ann(chunks: Sequence[Path], path: Path) -> None:
     """An HNSW index (inner product, i.e. cosine on the embedder's normalised vectors) over the
     chunks, added chunk by chunk, written under a private name and renamed into place.
 
-    HNSW rather than IVF-Flat: bench/index_bench.py builds both (bench/records/index.json,
-    100,000 random 384-d vectors, top 1000): HNSW recall@10 0.80 against 0.23 for IVF-Flat
-    scanning 79 of its 1264 cells, for a ~3.4x slower build (32 s against 9.5 s) and ~11 ms
-    against ~1 ms a query. The build is small next to embedding the same papers (23 papers/s on
-    2 cores: hours), a query small next to the hybrid search's BM25 and query embedding (hybrid
-    p50 723 ms at 1M papers, same record), and IVF needs k-means training and a probe count tuned
-    per size; HNSW's graph adds ~ANN_M * 8 bytes a paper to the vectors."""
+    HNSW rather than IVF-Flat: at the same query budget HNSW recalls far more of the exact top
+    hits, for a slower build and query that stay small next to embedding the papers and next to
+    the hybrid search's BM25 and query embedding; IVF also needs k-means training and a probe count
+    tuned per size (the comparison: bench/records/index.json). HNSW's graph adds ~ANN_M * 8 bytes a
+    paper to the vectors."""
     import faiss
 
     first = _mapped(tuple(chunks))[0]

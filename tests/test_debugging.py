@@ -156,10 +156,8 @@ def test_error_mode_shows_only_the_error_line(script, tmp_path):
     assert "File " not in prompt and "local code structure" not in prompt
 
 
-def test_with_structure_false_still_means_traceback_mode(script, tmp_path):
+def test_an_unknown_mode_is_refused(script, tmp_path):
     llm = FakeLLM()
-    repair_loop(script, llm, tmp_path, with_structure=False)
-    assert llm.stages() == ["debug"]
     with pytest.raises(ValueError, match="unknown debugging mode"):
         repair_loop(script, llm, tmp_path, mode="vibes")
 

@@ -1,4 +1,4 @@
-"""Implementation drafts of one idea (issue 14, "search, not a line"): how each is asked, which
+"""Implementation drafts of one idea (a round is a search, not a line): how each is asked, which
 are the same program, which is tried first, and what the idea's patch says when none is usable.
 
 Every kept idea gets `budget.drafts` drafts. Draft 0 is the greedy answer (asked again, sampled,

@@ -16,16 +16,15 @@ VERDICTS = ["improvement", "maintenance", "decline", "failed"]
 
 
 def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: float, goal: str,
-              tolerance: float, baseline_spread: float = 0.0,
-              baseline_values: list[float] | None = None, reference: RoundReference | None = None) -> list[Feedback]:
+              tolerance: float, baseline_values: list[float] | None = None,
+              reference: RoundReference | None = None) -> list[Feedback]:
     """One verdict per kept idea by the seed test of verdicts.judge_seeds: the idea's seed
     values (just its one run when it was not repeated) against those of the round's reference
     code (`reference`, see assets/round_reference; without one, the baseline's), and the same
     test against the original baseline (`baseline_values`; without them the single `baseline`)
     and against the current best, reported beside it. A result that had a second look
     (`RunResult.reference_values`) is tested against the reference code's values over the same
-    seeds, on every side whose code the reference is, at the second look's level (assets/shared/verdicts.py).
-    `baseline_spread` is unused (kept for older callers)."""
+    seeds, on every side whose code the reference is, at the second look's level (assets/shared/verdicts.py)."""
     base_vals = [v for v in (baseline_values or []) if v is not None] or [baseline]
     ref_vals = base_vals if reference is None or reference.source == "baseline" else reference.values
     best_vals = base_vals if reference is None or reference.best.source == "baseline" else reference.best.seed_values

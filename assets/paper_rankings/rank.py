@@ -232,7 +232,7 @@ def ask_attributes(papers: list[Paper], llm: LLM, batch: int, on_done=None,
     its own words); an answer that is still a copy is dropped. `trace` (a dict, optional) receives per
     paper id what happened: {"first": the first answer (dict) or None, "first_problem": why it was not
     used (the paper was then asked again) or None, "again": the second answer or None, "again_problem":
-    why it was not used or None} (bench/attributes_bench.py)."""
+    why it was not used or None} (what bench/records/ranking_attributes.json holds per paper)."""
 
     def ask(chunk: list[Paper], again: bool = False) -> dict[str, dict] | str:
         ids = tuple(p.paper_id for p in chunk)

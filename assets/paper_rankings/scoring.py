@@ -195,9 +195,9 @@ def combined_value(p_yes: float, similarity: float, weight: float = COMBINED_WEI
 
 
 # -- attribute answers that are copies ---------------------------------------------------------------
-# Measured on topics outside the tuning set (issue 15): the 1.5B model answered "task" with the
-# paper's title and "input" / "output" with the abstract's first words, so every attribute comparison
-# failed. Such an answer is asked again once, then dropped.
+# A small model may answer "task" with the paper's title and "input" / "output" with the abstract's
+# first words, which makes every attribute comparison fail (seen on topics outside the tuning set:
+# bench/records/ranking_attributes.json). Such an answer is asked again once, then dropped.
 
 _WORD = re.compile(r"[a-z0-9]+")
 LEAD_WORDS = 40     # how far into the abstract a sentence counts as its opening

@@ -434,8 +434,8 @@ def _set_aside(tried: list[tuple[str, Attempt]], outcome: str) -> str:
 
 
 def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, workdir: Path, idea_id: str,
-                    title: str, max_repairs: int, edit_format: str, with_structure: bool = True,
-                    log: Callable[[str], None] = print, mode: str | None = None, repair_format: str | None = None,
+                    title: str, max_repairs: int, edit_format: str,
+                    log: Callable[[str], None] = print, mode: str = "structure", repair_format: str | None = None,
                     honesty: bool = True, memo: bool = True, env: dict[str, str] | None = None,
                     on_attempt: Callable[[Attempt], None] | None = None,
                     suggestions: bool | None = None) -> RunResult:
@@ -458,11 +458,10 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm, work
     suggestions on, the search uses the interpreter's suggestions alone.
 
     mode: "structure" (traceback + local code structure, analysed first; the default),
-    "traceback" (traceback only) or "error" (last error line only); None follows the older
-    `with_structure` switch. repair_format: the edit format of fixes (None: the patch's
-    `edit_format`, or "functions" on the local model, see `default_repair_format`)."""
+    "traceback" (traceback only) or "error" (last error line only). repair_format: the edit
+    format of fixes (None: the patch's `edit_format`, or "functions" on the local model, see
+    `default_repair_format`)."""
     target = as_target(spec)
-    mode = mode or ("structure" if with_structure else "traceback")
     if mode not in MODES:
         raise ValueError(f"unknown debugging mode {mode!r} (one of {', '.join(MODES)})")
     suggestions = isinstance(spec, TopicSpec) if suggestions is None else suggestions

@@ -41,13 +41,12 @@ def analyse(code: str, filename: str, error: str, structure: str, title: str = "
 
 
 def fix(code: str, filename: str, edit_format: str, error: str, structure: str, title: str,
-        with_structure: bool = True, *, mode: str | None = None, analysis: str = "",
+        *, mode: str = "structure", analysis: str = "",
         generic: bool = False, notes: str = "", rejected: str = "", unhelpful: str = "") -> list[dict]:
-    """Step 2 (or the only step): propose the fix. `mode` overrides `with_structure`; with
+    """Step 2 (or the only step): propose the fix, in `mode` (see experimenting.MODES); with
     `generic` (a plain script, not a topic) the rules speak of the script, not final_info.json.
     `rejected`: a fix of this code that broke the script; `unhelpful`: fixes after which it
     still failed with the same error (both were run and set aside by the repair search)."""
-    mode = mode or ("structure" if with_structure else "traceback")
     note = f"\nAnalysis of the error:\n{analysis.strip()}\n" if mode == "structure" and analysis.strip() else ""
     if rejected.strip():
         note += ("\nThis fix was tried already and made things worse; do not propose it again:\n"

@@ -1,4 +1,4 @@
-"""Which of an idea's drafts get full runs, and which one is the idea's result (issue 14).
+"""Which of an idea's drafts get full runs, and which one is the idea's result.
 
 The rule (successive halving with two rungs, the second of size `budget.promote`):
 
@@ -20,10 +20,10 @@ The rule (successive halving with two rungs, the second of size `budget.promote`
    no success, the result is the first full run's failure.
 
 Full runs cost `promote` (plus one per draft that fails its full run) instead of one per draft;
-the screen costs one short run per viable draft. Measured on the image topic (bench/screen_bench.py,
-bench/records/screen.json): a short run there costs about half a full run (loading the data and
-scoring the test set do not shrink), and on six hand-written drafts its ranking agreed only
-loosely with the full runs' (its best was not the full runs' best), so that topic promotes 2."""
+the screen costs one short run per viable draft. A short run costs more than its share of the
+epochs (loading the data and scoring the test set do not shrink) and may rank drafts unlike the full
+runs (the image topic's measurement: bench/records/screen.json), so such a topic promotes more
+than one draft."""
 from __future__ import annotations
 
 from schemas.records import DraftRun

@@ -17,14 +17,13 @@ and says so. Every verdict records the seeds on each side, the mean difference, 
 (Welch) interval, the p-value and the test's name.
 
 A second look (`second_look`, topic.yaml `budget.second_look`, on by default): a candidate whose
-n seeds came out better by more than the tolerance but not significant, with p < P_SECOND_LOOK
-(0.3), runs n more seeds, and so does the reference code (the same seeds n..2n-1, once per
-reference code); the verdict then tests all 2n against 2n at ALPHA_SECOND_LOOK (0.02). Looking
+n seeds came out better by more than the tolerance but not significant, with p < P_SECOND_LOOK,
+runs n more seeds, and so does the reference code (the same seeds n..2n-1, once per
+reference code); the verdict then tests all 2n against 2n at ALPHA_SECOND_LOOK. Looking
 twice at the data raises the chance of a false improvement, so the second look's level is
-stricter: with the first look at 0.05 and seed 0's gate, both looks together call a no-effect
-idea an improvement 4.9 % of the time (normal seed noise, 20,000 simulated ideas per effect:
-bench/second_look_bench.py, record bench/records/second_look.json), while an idea better by one
-seed standard deviation is found 36 % of the time instead of 22 % (by 1.5: 63 % instead of 40 %)."""
+stricter: with the first look's level and seed 0's gate, both looks together keep the rate of false improvements
+near the first look's level while finding more real ones (simulated with normal seed noise: record
+bench/records/second_look.json, section second_look in bench/results/archive.md)."""
 
 from __future__ import annotations
 

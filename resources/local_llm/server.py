@@ -213,8 +213,8 @@ def _server_cmd(model_path: Path, port: int, ctx_size: int, threads: int, alias:
 
 # Speculative decoding without a draft model (llama.cpp's n-gram drafts: the next tokens are
 # guessed from earlier text of the prompt and answer, then verified in one batch). It pays where an
-# answer copies its prompt (a patch rewriting a function it was shown); bench/speculative_bench.py
-# measures each kind on recorded requests. RESEARCHLOOP_LLM_SPECULATIVE picks one.
+# answer copies its prompt (a patch rewriting a function it was shown); each kind was measured on
+# recorded requests (bench/records/speculative.json). RESEARCHLOOP_LLM_SPECULATIVE picks one.
 SPECULATIVE = ("none", "ngram_simple", "ngram_mod", "ngram_map_k")
 DEFAULT_SPECULATIVE = "none"
 
