@@ -69,9 +69,3 @@ defs = dg.Definitions(
     resources=build_resources(),
 )
 
-
-def research_round() -> dg.JobDefinition:
-    """The round job, resolved: `dg.reconstructable(research_round)` lets the CLI run it with the
-    multiprocess executor (per-idea steps in parallel) outside `dagster dev`."""
-    return defs.get_job_def("research_round")
-

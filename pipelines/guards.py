@@ -24,6 +24,8 @@ from pathlib import Path
 import dagster as dg
 from filelock import FileLock, Timeout
 
+from assets.shared.partitions import multi_key
+from pipelines.loop import ROUND_END
 from resources.paths import dagster_home, under_home
 from resources.processes import alive, start_time
 
@@ -235,9 +237,6 @@ def set_aside_unrecorded_rounds(instance: dg.DagsterInstance, store, topic: str,
     and its experiments from their memos. Only rounds whose latest run failed count (a record with
     no run at all, e.g. one a test or tool wrote, is left alone). Call it holding the topic's lock,
     with no run of the topic in flight. Returns the rounds set aside."""
-    from assets.shared.partitions import multi_key
-    from pipelines.loop import ROUND_END
-
     moved: list[str] = []
     for asset in ("feedback_summary", ROUND_END):
         recorded = instance.get_materialized_partitions(dg.AssetKey(asset))

@@ -1,3 +1,5 @@
+"""The code location's two asset jobs. The resources are bound in pipelines/definitions.py; the
+CLI resolves the bound jobs through pipelines/launch.py, the sensors name these."""
 import dagster as dg
 
 from assets import ROUND_ASSETS, TOPIC_ASSETS
@@ -16,18 +18,3 @@ research_round_job = dg.define_asset_job(
     description="One round of the loop for one topic: papers -> rankings -> ideas -> filter -> plans -> "
                 "patches -> runs (one step per idea) -> feedback.")
 
-
-def topic_setup_with_resources() -> dg.JobDefinition:
-    """topic_setup as the code location resolves it (with its resources), for
-    `dg.reconstructable`: the CLI launches the same job the sensor launches."""
-    from pipelines.definitions import defs
-
-    return defs.resolve_job_def(topic_setup_job.name)
-
-
-def research_round_with_resources() -> dg.JobDefinition:
-    """research_round as the code location resolves it, for `dg.reconstructable` (the
-    multiprocess executor rebuilds it in each step's process)."""
-    from pipelines.definitions import defs
-
-    return defs.resolve_job_def(research_round_job.name)

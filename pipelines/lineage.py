@@ -4,6 +4,7 @@ stacked wins: which best code an idea was built on, whether it became part of a 
 a topic's best code round by round (`best_chain`)."""
 from __future__ import annotations
 
+from assets.best_code.stacking import interval_text
 from resources.store import RecordStore, Store, record_store, round_number
 from schemas.frames import from_frame
 from schemas.records import (
@@ -169,8 +170,6 @@ def _stacking(store: RecordStore | Store, topic: str, round_key: str, idea_id: s
 
 
 def _metric(b: BestCode) -> str:
-    from assets.best_code.stacking import interval_text
-
     return interval_text(b)
 
 

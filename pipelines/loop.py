@@ -1,7 +1,11 @@
 """When the loop starts another round: one decision, asked by both loop drivers (round_sensor in
-pipelines/sensors.py and `researchloop run` in pipelines/cli.py), over what is stored."""
+pipelines/sensors.py and `researchloop run` in pipelines/cli/run.py), over what is stored."""
 from __future__ import annotations
 
+from assets import ROUND_ASSETS
+from assets.feedback_summary.feedback import progress_rows
+from assets.shared.metadata import round_usage
+from assets.shared.partitions import multi_key
 from resources.store import Store, round_number
 from schemas.topic import TopicSpec
 
@@ -63,11 +67,6 @@ def stop_reason(spec: TopicSpec, rounds: list[dict], tokens: float = 0, cost_usd
 def topic_stop_reason(instance, spec: TopicSpec, store: Store) -> str | None:
     """The stop rules over the topic's stored rounds and the LLM usage its rounds' stages
     recorded in their materialisation metadata."""
-    from assets import ROUND_ASSETS
-    from assets.feedback_summary.feedback import progress_rows
-    from assets.shared.metadata import round_usage
-    from assets.shared.partitions import multi_key
-
     rows = progress_rows(store, spec.name)
     stages = [a.key.to_user_string() for a in ROUND_ASSETS]
     usage = [round_usage(instance, str(multi_key(spec.name, r["round"])), stages) for r in rows]

@@ -5,9 +5,13 @@ own, since each run they request costs LLM calls and experiment time on every to
 RESEARCHLOOP_SENSORS=1 (`python -m pipelines.ui --sensors`) starts them with the daemon; a state
 set in the UI is stored in the instance and wins over this default."""
 
+import hashlib
+import json
+
 import dagster as dg
 
 from assets.shared.partitions import multi_key, round_partitions, topic_partitions
+from assets.shared.topics import stale_reason
 from pipelines.guards import TOPIC_TAG, fail_stale_runs, lock_held, topic_busy
 from pipelines.jobs import research_round_job, topic_setup_job
 from pipelines.loop import ROUND_END, decide_next_round
@@ -57,10 +61,6 @@ def _changed_topics(context, specs: dict) -> list[tuple[str, str]]:
     topic_brief no longer matches the folder: its set-up runs again (once per change: the digest is
     in the run key), so later rounds use the new spec and code, captured. A topic without a brief
     yet (set-up in flight or failed), locked by a CLI or with a run in flight is left alone."""
-    import hashlib
-
-    from assets.shared.topics import stale_reason
-
     store = record_store()
     out = []
     for t, spec in specs.items():
@@ -118,8 +118,6 @@ def _decide(instance, topic: str, finished: str | None, run_id: str, store, log)
                        "improvement in `patience` rounds (topic.yaml budget). Waits while a `researchloop run` "
                        "drives the topic or one of its runs is in flight.")
 def round_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    import json
-
     log = context.log
     cursors = json.loads(context.cursor) if context.cursor else {}
     try:

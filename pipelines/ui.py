@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 
+from resources.local_llm import release_server, server_status
 from resources.paths import REPO_ROOT
 from resources.settings import settings
 
@@ -52,8 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     print("sensors: " + ("on unless stopped in the UI: every topic folder is set up and its rounds run on their "
                          "own" if on else "off unless started in the UI (Automation): nothing runs until you launch "
                          "it; --sensors or RESEARCHLOOP_SENSORS=1 starts them"), flush=True)
-    from resources.local_llm import release_server, server_status
-
     before = (server_status() or {}).get("pid") if (server_status() or {}).get("alive") else None  # stays up
     child = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env)
 

@@ -441,7 +441,7 @@ def test_nested_user_namespaces_are_refused(ws: Path):
 
 
 def test_debug_cli_does_not_copy_dotfiles(tmp_path: Path):
-    from pipelines.debug_cli import IGNORE
+    from pipelines.cli.debug import IGNORE
     from resources.runner import prepare_workspace
 
     src = tmp_path / "proj"
@@ -463,7 +463,7 @@ def test_script_output_cannot_break_rich_tables():
     from rich.errors import MarkupError
     from rich.table import Table
 
-    from pipelines.debug_cli import plain
+    from pipelines.cli.common import plain
 
     hostile = "ValueError: bad [/red] closing tag [link=file:///etc]x\x1b[2J\x1b]0;title\x07"
     console = Console(file=io.StringIO(), force_terminal=True)

@@ -18,6 +18,7 @@ import polars as pl
 import pytest
 
 from pipelines import cli
+from pipelines.cli import common, verdicts
 from resources.paths import REPO_ROOT
 from resources.store import Store
 from schemas.frames import to_frame
@@ -142,7 +143,7 @@ def test_a_real_daemon_killed_leaves_nothing_that_blocks_the_cli(queued_home, mo
     yaml.write_text(yaml.read_text().replace("max_concurrent_runs: 2", "max_concurrent_runs: 0"))
     instance = dg.DagsterInstance.get()
     queued = queue_run(instance)
-    log = cli._log_path()
+    log = common.new_log_path()
     log.write_text("a running CLI's log\n")
     daemon = _start_daemon(queued_home)
     try:
@@ -178,8 +179,8 @@ def test_dagsters_log_upload_leaves_a_running_clis_log_alone(home, monkeypatch):
     for var in ("DAGSTER_DISABLE_TELEMETRY", "BUILDKITE", "TF_BUILD"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DAGSTER_TELEMETRY_URL", "http://127.0.0.1:9/actions")  # nothing leaves this machine
-    path = cli._log_path()
-    with cli.stderr_to(path):
+    path = common.new_log_path()
+    with common.stderr_to(path):
         os.write(2, b"written before the daemon started\n")  # fd 2, as the step processes write
         stop = threading.Event()
         uploader = threading.Thread(target=upload_logs, args=(stop,), daemon=True)
@@ -214,7 +215,7 @@ def test_a_crashed_step_prints_its_own_error(home, monkeypatch, capsys):
     line = next(x for x in out.splitlines() if x.strip().startswith("topic_brief:"))
     assert "IndexError: list index out of range" in line and "test_operations.py" in line and "in boom" in line
     log = Path(re.search(r"full log: (\S+)", out).group(1))
-    assert log.parent == home / "dagster_home" / cli.LOG_DIR and log.exists()
+    assert log.parent == home / "dagster_home" / common.LOG_DIR and log.exists()
 
 
 def test_a_failed_blocking_check_prints_its_description_and_the_reason(home, fake_llm, monkeypatch, capsys):
@@ -260,7 +261,7 @@ def test_the_verdict_table_fits_a_120_column_terminal(home):
     from rich.console import Console
 
     console = Console(width=120, record=True, file=io.StringIO())
-    cli.print_verdicts(console, TOPIC, ["r1", "r2"])
+    verdicts.print_verdicts(console, TOPIC, ["r1", "r2"])
     lines = console.export_text().splitlines()
     assert lines and max(len(x) for x in lines) <= 120, "\n".join(lines)
     for i, r in enumerate(rows):

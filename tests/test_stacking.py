@@ -222,7 +222,7 @@ def test_a_verified_win_becomes_the_next_rounds_reference_and_lineage_shows_the_
     # best are in the record, the UI and `lineage`)
     from rich.console import Console
 
-    from pipelines.cli import print_verdicts
+    from pipelines.cli.verdicts import print_verdicts
 
     console = Console(record=True, width=400)
     print_verdicts(console, TOPIC, ["r2"])

@@ -13,12 +13,21 @@ the abstract similarity). Progress and a summary go to stderr.
 from __future__ import annotations
 
 import json
-import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from assets.paper_rankings.rank import DEFAULT_MODE, MODES, rank_papers
+from assets.topic_brief.brief import build_brief
+from pipelines.cli.common import ensure_home
+from pipelines.definitions import build_resources
+from resources.local_llm import server_status
+from resources.paths import resolve_topic_dir
+from resources.sources import load_papers
+from schemas.topic import TopicSpecError, load_topic
 
 
 def add_parser(subparsers) -> None:
-    from assets.paper_rankings.rank import DEFAULT_MODE, MODES
-
     p = subparsers.add_parser("rank", help="rank a paper list (JSON lines) for a topic; JSON lines out")
     p.add_argument("--topic", required=True, help="folder name under experiments/ or a path to a topic folder")
     p.add_argument("--papers", required=True, help="JSON lines or Parquet: paper_id, title, abstract, [year, venue]")
@@ -32,20 +41,7 @@ def add_parser(subparsers) -> None:
 
 
 def cmd_rank(args) -> int:
-    from pipelines.cli import _ensure_home
-
-    _ensure_home()
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from assets.paper_rankings.rank import DEFAULT_MODE, rank_papers
-    from assets.topic_brief.brief import build_brief
-    from pipelines.definitions import build_resources
-    from resources.local_llm import server_status
-    from resources.paths import resolve_topic_dir
-    from resources.sources import load_papers
-    from schemas.topic import TopicSpecError, load_topic
-
+    ensure_home()
     err = Console(stderr=True, soft_wrap=True)
     if args.naive and args.mode not in (None, "naive"):
         err.print(f"[red]--naive contradicts --mode {args.mode}[/red]")
@@ -97,11 +93,3 @@ def cmd_rank(args) -> int:
               f"{sum(c.completion_tokens for c in calls)} completion tokens", highlight=False)
     return 0
 
-
-if __name__ == "__main__":
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="researchloop")
-    add_parser(ap.add_subparsers(dest="cmd", required=True))
-    a = ap.parse_args()
-    sys.exit(a.fn(a))

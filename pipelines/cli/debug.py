@@ -20,36 +20,38 @@ attempt's error and fix status)."""
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
-import re
 import shlex
-import sys
 import time
 from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from assets.editing.edit_formats import EDIT_FORMATS
+from assets.run_results.experimenting import (
+    MODES,
+    RunTarget,
+    default_repair_format,
+    run_with_repair,
+)
+from pipelines.cli.common import ensure_home, plain
+from resources.llm import LLM, usage_totals
+from resources.local_llm import server_status
+from resources.paths import under_home
+from resources.runner import Runner, sandbox_available, unsandboxed_by_environment
+from resources.settings import settings
 
 DEFAULT_REPAIRS = 3
 # not copied into each attempt's workspace: dotfiles and dot-folders (.git, .env, .netrc, ...:
 # often credentials), environments, earlier fixes
 IGNORE = (".*", "__pycache__", "*.pyc", "venv", "node_modules", "*.fixed.py")
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def plain(text: str) -> str:
-    """Text a script printed, made safe to show with rich: terminal escape sequences and control
-    characters removed, and rich markup escaped (a "[/red]" in a script's stderr would otherwise
-    raise MarkupError in the middle of a table). Use it wherever script output (stderr tails,
-    error lines, failure reasons) goes into console.print or a rich Table."""
-    from rich.markup import escape
-
-    return escape(_CONTROL.sub("", text or ""))
 MAX_FOLDER_MB, MAX_FOLDER_FILES = 500, 20000
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from assets.editing.edit_formats import EDIT_FORMATS
-    from assets.run_results.experimenting import MODES
-
     d = subparsers.add_parser(
         "debug", help="run a script sandboxed and repair it from its traceback",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,8 +82,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _folder_too_big(folder: Path) -> str | None:
-    import fnmatch
-
     n, size = 0, 0
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not any(fnmatch.fnmatch(d, p) for p in IGNORE)]
@@ -125,12 +125,7 @@ def outcome(script: Path, result, output: Path | None, mode: str, edit_format: s
 
 
 def cmd_debug(args) -> int:
-    from pipelines.cli import _ensure_home
-
-    _ensure_home()
-    from rich.console import Console
-    from rich.markup import escape
-
+    ensure_home()
     err = Console(stderr=True)
 
     def fail(msg: str) -> int:
@@ -151,25 +146,12 @@ def cmd_debug(args) -> int:
     output = Path(args.output).resolve() if args.output else default_output(script)
     if (why := _folder_too_big(script.parent)) is not None:
         return fail(why)
-    from resources.runner import unsandboxed_by_environment
-
     unsandboxed = unsandboxed_by_environment()
     if not unsandboxed:
-        from resources.runner import sandbox_available
-
         ok, why = sandbox_available()
         if not ok:
             return fail(f"cannot run the script in a sandbox: {why} "
                         "(set RESEARCHLOOP_UNSANDBOXED=1 to run it unisolated, at your own risk)")
-
-    from assets.run_results.experimenting import (
-        RunTarget,
-        default_repair_format,
-        run_with_repair,
-    )
-    from resources.llm import LLM, usage_totals
-    from resources.paths import under_home
-    from resources.runner import Runner
 
     try:
         script_args = shlex.split(args.script_args)
@@ -180,13 +162,9 @@ def cmd_debug(args) -> int:
     llm = None
     started_server = False
     if args.max_attempts > 0 and not args.no_llm:
-        from resources.settings import settings
-
         llm = LLM(edit_format=settings().edit_format if args.edit_format == "auto"
                   else args.edit_format)
         if llm.is_local():
-            from resources.local_llm import server_status
-
             started_server = not (server_status() or {}).get("alive")
     fmt = default_repair_format(llm, llm.resolved_edit_format()) if llm is not None else "whole"
     workdir = under_home("debug", f"{script.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
@@ -230,13 +208,3 @@ def cmd_debug(args) -> int:
         print(json.dumps(out))
     return 0 if out["fixed"] else 1
 
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="researchloop")
-    add_parser(p.add_subparsers(dest="cmd", required=True))
-    args = p.parse_args(argv)
-    return args.fn(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
