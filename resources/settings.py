@@ -49,7 +49,7 @@ class Settings(BaseSettings):
                                  "server (ACTIVE | PASSIVE); empty: ACTIVE with a bounded spin count")
     llm_speculative: str = Field("", description="RESEARCHLOOP_LLM_SPECULATIVE: the local server's "
                                  "speculative decoding (none | ngram_simple | ngram_mod | ngram_map_k); empty: the "
-                                 "measured default (resources/local_llm.py DEFAULT_SPECULATIVE)")
+                                 "default (resources/local_llm/server.py DEFAULT_SPECULATIVE)")
     # host-wide limits per endpoint, shared by every process on this machine (resources/llm_limits.py)
     llm_max_concurrency: int | None = Field(None, ge=1, description="RESEARCHLOOP_LLM_MAX_CONCURRENCY: LLM "
                                             "requests in flight from this host to one endpoint; unset: no bound")
@@ -88,7 +88,7 @@ class Settings(BaseSettings):
     experiments: str = Field("", description="RESEARCHLOOP_EXPERIMENTS: the folder of topics; "
                              "empty: the repo's experiments/")
     sandbox_ro: str = Field("", description="RESEARCHLOOP_SANDBOX_RO: extra host folders the sandbox may "
-                            "read (os.pathsep-separated); read by resources/runner.py")
+                            "read (os.pathsep-separated); read by the sandbox (resources/sandbox/bwrap.py)")
 
     # -- the Ray experiment backend (resources/ray_backend.py; Ray itself reads RAY_ADDRESS) ---------
     # a topic.yaml `execution:` block (backend, cpus, gpus, resources) wins over these for its topic

@@ -1,4 +1,4 @@
-"""A stand-in for the llama.cpp launcher in tests of resources/local_llm.py's process handling:
+"""A stand-in for the llama.cpp launcher in tests of resources/local_llm/'s process handling:
 started with the launcher's own arguments (`resources.local_llm serve --model M --port P ...
 --alias A`), it binds 127.0.0.1:P (exiting with code 3 when the port is taken, as a server that
 cannot bind does) and answers /health and /v1/models like llama.cpp's server. No model is loaded."""

@@ -342,3 +342,20 @@ def test_scorer_gets_no_deep_or_sparse_output_unsandboxed(tmp_path: Path):
     finally:
         remove_tree(tmp_path / "attempt-1-score")
         remove_tree(ws)
+
+
+def test_debug_refuses_a_deep_script_folder_with_a_reason(tmp_path: Path):
+    """`researchloop debug` sizes the script's folder before copying it for each attempt: a deep
+    tree there is refused with the reason, not a RecursionError."""
+    from pipelines.cli.debug import _folder_too_big
+    from resources.workspace_walk import remove_tree
+
+    (tmp_path / "s.py").write_text("print(1)\n")
+    assert _folder_too_big(tmp_path) is None
+    (tmp_path / "data").mkdir()
+    make_deep(tmp_path / "data")
+    try:
+        why = _folder_too_big(tmp_path)
+        assert why and "nested folders" in why, why
+    finally:
+        remove_tree(tmp_path / "data")

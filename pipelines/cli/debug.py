@@ -20,7 +20,6 @@ attempt's error and fix status)."""
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import shlex
@@ -43,6 +42,7 @@ from resources.local_llm import server_status
 from resources.paths import under_home
 from resources.runner import Runner, sandbox_available, unsandboxed_by_environment
 from resources.settings import settings
+from resources.workspace_walk import Bounds, WorkspaceLimitError, walk
 
 DEFAULT_REPAIRS = 3
 # not copied into each attempt's workspace: dotfiles and dot-folders (.git, .env, .netrc, ...:
@@ -82,18 +82,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _folder_too_big(folder: Path) -> str | None:
-    n, size = 0, 0
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if not any(fnmatch.fnmatch(d, p) for p in IGNORE)]
-        for f in files:
-            n += 1
-            try:
-                size += (Path(root) / f).lstat().st_size
-            except OSError:
-                pass
-            if n > MAX_FOLDER_FILES or size > MAX_FOLDER_MB << 20:
-                return (f"{folder} holds more than {MAX_FOLDER_FILES} files or {MAX_FOLDER_MB} MB, and each attempt "
-                        "copies it: put the script in a folder of its own (with what it needs)")
+    """Why the script's folder is too big to copy for every attempt, or None. The walk is the
+    bounded one of the workspaces (a deep or huge tree is refused, never recursed into)."""
+    try:
+        for _ in walk(folder, Bounds(max_bytes=MAX_FOLDER_MB << 20, max_entries=MAX_FOLDER_FILES), ignore=IGNORE):
+            pass
+    except WorkspaceLimitError as e:
+        return (f"{folder} is too big to copy for each attempt ({e}): put the script in a folder of its own "
+                "(with what it needs)")
     return None
 
 
