@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 Verdict = Literal["improvement", "maintenance", "decline", "failed"]
 
@@ -106,9 +106,9 @@ class Idea(BaseModel):
     title: str
     experiment: str
     summary: str
-    source: Literal["literature", "scipip", "chains", "brainstorm", "tuning"] = Field(
-        "literature", description="the idea source (topic.yaml `ideation.sources`) that proposed it: literature = "
-        "the ranked papers (source `ranking`), scipip = the SciPIP retrieval, chains = a chain of papers in time "
+    source: Literal["ranking", "scipip", "chains", "brainstorm", "tuning"] = Field(
+        "ranking", description="the idea source (topic.yaml `ideation.sources`) that proposed it: ranking = "
+        "the ranked papers (DOLPHIN), scipip = the SciPIP retrieval, chains = a chain of papers in time "
         "order (Chain-of-Ideas), brainstorm = no papers, tuning = a hyper-parameter move found in the code, or an "
         "earlier win carried over, without the LLM")
     inspired_by_papers: list[str] = Field([], description="the papers the idea names as its inspiration")
@@ -119,6 +119,12 @@ class Idea(BaseModel):
     tuning: TuningMove | None = Field(None, description="the move, for an idea of the tuning source")
     carry: CarriedChange | None = Field(None, description="the merged change, for an earlier win the tuning source "
                                         "carries over")
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _ranking_by_its_name(cls, v: object) -> object:
+        # rounds stored before the sources were options call the ranking source "literature"
+        return "ranking" if v == "literature" else v
 
 
 class PaperEntities(BaseModel):

@@ -89,7 +89,7 @@ class Budget(BaseModel):
 
 
 # where a round's ideas come from (topic.yaml `ideation.sources`); each source's ideas carry its name
-# (Idea.source: "literature" for ranking, its name since before sources were options)
+# (Idea.source)
 IdeaSource = Literal["ranking", "scipip", "chains", "brainstorm", "tuning"]
 
 

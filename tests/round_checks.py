@@ -55,7 +55,7 @@ def link_problems(rec: dict[str, list], topic: str, round_key: str, baseline: fl
     kept_papers = {sc.paper_id for sc in rec.get("scores", []) if sc.kept}
     for i in ideas:
         # the ranking's ideas cite kept papers; the scipip source's ideas cite the round's retrieved papers
-        if i.source == "literature" and "scores" in rec and (stray := set(i.inspired_by_papers) - kept_papers):
+        if i.source == "ranking" and "scores" in rec and (stray := set(i.inspired_by_papers) - kept_papers):
             out.append(f"{i.idea_id}: cites papers the ranking did not keep: {sorted(stray)}")
         if i.source == "scipip" and "papers" in rec and (stray := set(i.inspired_by_papers) - retrieved):
             out.append(f"{i.idea_id}: cites papers the round did not retrieve: {sorted(stray)}")

@@ -388,7 +388,7 @@ def test_ideas_asset_with_the_chains_and_ranking_sources_then_the_filters_and_th
     m = meta["ideas"]
     assert asked["ChainIdeas"] == 2 == m["chains_count"].value  # one request per chain, count 2
     assert m["error"].value == "" and m["chain_failures"].value == [] and m["chain_known_papers"].value == 11
-    assert [i.source for i in ideas] == ["chains", "literature"] * 3  # interleaved in the topic's order
+    assert [i.source for i in ideas] == ["chains", "ranking"] * 3  # interleaved in the topic's order
     assert m["ideas_by_source"].value == {"chains": 3, "ranking": 3} and m["from_chains"].value == 3
     table = m["chains"].value
     assert table.count("| year | title | paper_id | link | similarity |") == 2 and "**Predicted next step:**" in table
@@ -443,7 +443,7 @@ def test_a_malformed_chain_answer_is_recorded_and_the_other_chain_goes_on(home):
     assert failure.startswith("chain 1: invalid answer") and m["error"].value.startswith("chains: chain 1:")
     assert "**Failed:** invalid answer" in m["chains"].value and len(m["chain_trends"].value) == 1
     chain_ideas = [i for i in ideas if i.source == "chains"]
-    assert 1 <= len(chain_ideas) <= 3 and {i.source for i in ideas} == {"chains", "literature"}
+    assert 1 <= len(chain_ideas) <= 3 and {i.source for i in ideas} == {"chains", "ranking"}
     assert all(len(i.source_papers) <= 3 for i in chain_ideas)
     assert {f.name for f in filtered} == {i.name for i in ideas}
 
@@ -460,7 +460,7 @@ def test_refills_of_a_chains_only_topic_show_a_chain():
               source="chains", source_papers=["c", "gone", "a"])
     tag, shown, refs, _ = refill_inputs(["chains"], [ch], papers, ranks, History())
     assert tag == "chains" and [p.paper_id for p in shown] == ["c", "a"] and refs[0][:2] == (1, "Title c")
-    assert refill_inputs(["ranking", "chains"], [ch], papers, ranks, History())[0] == "literature"
+    assert refill_inputs(["ranking", "chains"], [ch], papers, ranks, History())[0] == "ranking"
     assert "chains" in LLM_SOURCES
 
 

@@ -76,7 +76,7 @@ def test_ideas_record_papers_and_earlier_ideas():
                           "t", "r2", scores("pa", "pb"), h)
     assert out[0].inspired_by_papers == ["pb", "pa"]  # numbers -> ids; out of range dropped; no repeats
     assert out[0].builds_on_ideas == ["t/r1/dropout", "t/r1/mixup"]  # unknown names dropped
-    assert out[0].idea_id == "t/r2/more_dropout" and out[0].source == "literature"
+    assert out[0].idea_id == "t/r2/more_dropout" and out[0].source == "ranking"
 
 
 def test_names_unique_against_history_and_within_round():
@@ -93,7 +93,7 @@ def test_brainstorm_merge_keeps_names_unique_and_records_origin():
                          source="brainstorm", taken=taken)
     merged = merge_paths(lit, bs)
     assert [(i.name, i.source) for i in merged] == [
-        ("mixup_2", "literature"), ("dropout_2", "brainstorm"), ("dropout", "literature"),
+        ("mixup_2", "ranking"), ("dropout_2", "brainstorm"), ("dropout", "ranking"),
         ("jitter", "brainstorm"), ("mixup_3", "brainstorm")]
     assert len({i.idea_id for i in merged}) == 5
     assert all(i.inspired_by_papers == [] for i in bs)  # no papers on the brainstorm path
@@ -240,7 +240,7 @@ def test_brainstorm_path_merged_before_filtering(home, fake_llm):
     order = list(out)
     assert order == ["negative_step_r1", "longer_training_r1_2", "longer_training_r1", "train_until_converged",
                      "fancy_kernel_r1", "label_smoothing"]  # interleaved, the clashing name made unique
-    assert [out[n].source for n in order] == ["literature", "brainstorm"] * 3
+    assert [out[n].source for n in order] == ["ranking", "brainstorm"] * 3
     assert out["longer_training_r1_2"].title == "Standardise the inputs"
     assert out["longer_training_r1_2"].inspired_by_papers == []  # brainstorm ideas cite no paper
     # the brainstorm copy of a literature idea is caught inside the round
@@ -256,7 +256,7 @@ def test_brainstorm_path_merged_before_filtering(home, fake_llm):
     assert neg.novelty_queries[0] == "reverse the gradient step (round 1)"
     assert 5 <= len(neg.novelty_evidence) <= 10 and len(neg.novelty_evidence_titles) == len(neg.novelty_evidence)
     assert neg.novelty_closest_paper == neg.novelty_evidence[0]
-    assert meta["ideas"]["from_brainstorm"].value == 3 and meta["ideas"]["from_literature"].value == 3
+    assert meta["ideas"]["from_brainstorm"].value == 3 and meta["ideas"]["from_ranking"].value == 3
     assert fake_llm.script.counts["IdeaList"] == 2
 
 

@@ -337,7 +337,7 @@ def test_ideas_asset_with_ranking_and_scipip_sources(home, fake_llm):
     ideas = from_frame(Store().read("ideas", TOPIC, "r1"), Idea)
     papers = {p.paper_id for p in from_frame(Store().read("papers", TOPIC, "r1"), Paper)}
     meta = instance.get_latest_materialization_event(dg.AssetKey("ideas")).asset_materialization.metadata
-    assert [i.source for i in ideas] == ["literature", "scipip"] * 3  # interleaved in the topic's order
+    assert [i.source for i in ideas] == ["ranking", "scipip"] * 3  # interleaved in the topic's order
     sci = [i for i in ideas if i.source == "scipip"]
     assert all(len(i.inspired_by_papers) == 1 and i.inspired_by_papers[0] in i.source_papers for i in sci)
     assert all(len(i.source_papers) == 3 and set(i.source_papers) <= papers for i in sci)
@@ -372,7 +372,7 @@ def test_refills_follow_the_sources():
     sci = Idea(idea_id="t/r1/s", topic="t", round="r1", name="s", title="S", experiment="e", summary="s",
                source="scipip", source_papers=["c", "b", "gone"])
     tag, shown, refs, _ = refill_inputs(["ranking", "scipip"], [sci], papers, ranks, History())
-    assert tag == "literature" and [p.paper_id for p in shown] == ["a"] and refs == [(1, "Ta", "about a")]
+    assert tag == "ranking" and [p.paper_id for p in shown] == ["a"] and refs == [(1, "Ta", "about a")]
     tag, shown, refs, _ = refill_inputs(["scipip", "brainstorm"], [sci], papers, ranks, History())
     assert tag == "scipip" and [p.paper_id for p in shown] == ["c", "b"] and refs[1] == (2, "Tb", "about b")
     assert refill_inputs(["brainstorm"], [sci], papers, ranks, History())[:3] == ("brainstorm", [], [])

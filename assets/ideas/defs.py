@@ -7,7 +7,6 @@ import polars as pl
 from assets.ideas import prompts as idea_prompts
 from assets.ideas.chains import FORWARD, paper_chains, per_chain, prompt_chain
 from assets.ideas.generation import (
-    SOURCE_TAG,
     drafts_to_ideas,
     merge_paths,
     prompt_inputs,
@@ -93,7 +92,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
             if not res.ok:
                 errors[source] = res.error
             paths[source] = drafts_to_ideas(res.value.ideas[:n] if res.ok else [], topic, round_key, shown, history,
-                                            source=SOURCE_TAG[source], taken=taken)
+                                            source=source, taken=taken)
         items = merge_paths(*paths.values())
     for path, err in errors.items():
         context.log.warning(f"idea generation ({path}) failed: {err}")
@@ -107,7 +106,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
         "count": len(items), "requested": n, "error": "; ".join(f"{k}: {v}" for k, v in errors.items()),
         "sources": dg.MetadataValue.json(list(cfg.sources)), "brainstorm": cfg.brainstorm,
         "ideas_by_source": dg.MetadataValue.json({s: len(paths.get(s, [])) for s in cfg.sources}),
-        "from_literature": sum(i.source == "literature" for i in items),
+        "from_ranking": sum(i.source == "ranking" for i in items),
         "from_scipip": sum(i.source == "scipip" for i in items),
         "from_chains": sum(i.source == "chains" for i in items),
         "from_brainstorm": sum(i.source == "brainstorm" for i in items),

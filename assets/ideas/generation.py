@@ -146,13 +146,13 @@ def prompt_inputs(papers, paper_rankings, history: History) -> tuple[list[PaperS
 def refill_inputs(sources: Sequence[str], items: Sequence[Idea], papers, paper_rankings,
                   history: History) -> tuple[str, list, list[tuple[int, str, str]], list[str]]:
     """What a refill shows, and the source its ideas record, by the topic's `ideation.sources`:
-    with ranking, the kept papers (DOLPHIN, as before: `literature`); else with scipip or chains,
+    with ranking, the kept papers (DOLPHIN: `ranking`); else with scipip or chains,
     the papers that source showed (its first such idea's `source_papers`: the retrieval's papers,
     or one chain's papers oldest first); else no paper (`brainstorm`).
     Returns (source tag, the numbered papers, their references, the effective ideas)."""
     kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
     if "ranking" in sources:
-        return "literature", kept, refs, effective
+        return "ranking", kept, refs, effective
     for tag in ("scipip", "chains"):
         if tag not in sources:
             continue
@@ -166,7 +166,7 @@ def refill_inputs(sources: Sequence[str], items: Sequence[Idea], papers, paper_r
 def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: list[str],
                  kept_papers: Sequence[PaperScore | Paper], history: History, topic: str, round_key: str,
                  missing: int, decided: Sequence[FilteredIdea],
-                 source: str = "literature", tuned: bool = False) -> tuple[list[Idea], str | None]:
+                 source: str = "ranking", tuned: bool = False) -> tuple[list[Idea], str | None]:
     """A refill: `missing` more ideas for the round, the model told which of this round's ideas
     are kept and which were dropped and why (assets/ideas/prompts.py `refill`), tagged `source`
     (refill_inputs). Returns the new ideas (names unique against earlier rounds and this one) and
@@ -186,7 +186,7 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
 
 def drafts_to_ideas(drafts, topic: str, round_key: str,
                     kept_papers: Sequence[PaperScore | RetrievedPaper | Paper | ChainLink],
-                    history: History, source: str = "literature", taken: set[str] | None = None) -> list[Idea]:
+                    history: History, source: str = "ranking", taken: set[str] | None = None) -> list[Idea]:
     """LLM drafts -> Idea records: names made unique against `taken` (default: the topic's
     earlier names; pass one shared set to keep two paths' names apart), reference numbers
     mapped to the ids of the papers the prompt numbered (`kept_papers`, also recorded whole as
@@ -205,10 +205,6 @@ def drafts_to_ideas(drafts, topic: str, round_key: str,
     return out
 
 
-# topic.yaml `ideation.sources` -> the `source` its ideas record (the ranking path's ideas were
-# "literature" before sources were options, and stored rounds say so)
-SOURCE_TAG = {"ranking": "literature", "scipip": "scipip", "chains": "chains", "brainstorm": "brainstorm",
-              "tuning": "tuning"}
 LLM_SOURCES = ("ranking", "scipip", "chains", "brainstorm")  # the sources that ask the LLM (refills ask like them)
 
 

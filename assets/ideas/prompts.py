@@ -38,7 +38,7 @@ def _history(earlier: list[str], effective: list[str], analysis: str) -> str:
 def generate(title: str, description: str, metric: str, goal: str, code: str, papers: list[tuple[int, str, str]],
              earlier: list[str], effective: list[str], n: int, analysis: str = "", angles: bool = True,
              tuned: bool = False) -> list[dict]:
-    """The literature path's request; after the first round (`earlier` ideas) it names the
+    """The ranking source's request; after the first round (`earlier` ideas) it names the
     directions no earlier idea took (`angles`); `tuned`: the topic's tuning source moves the
     hyper-parameters, so the ideas should not (TUNED)."""
     refs = "\n".join(f"[{i}] {t}: {s}" for i, t, s in papers) or "(none)"

@@ -59,7 +59,7 @@ def test_bench_summary_matches_the_records(bench_run):
     assert row["verdicts"]["decline"] == 1 and row["verdicts"]["failed"] == 1  # negative_step; fancy_kernel
     assert row["improvements_vs_baseline"] == sum(f.baseline_verdict == "improvement" for f in fb)
     assert sum(row["improvements_by_source"].values()) == row["verified_improvements"]
-    assert row["kept_by_source"] == {"literature": 3}
+    assert row["kept_by_source"] == {"ranking": 3}
     assert row["baseline"] == pytest.approx(fb[0].baseline_value)
     ran = [f for f in fb if f.metric_value is not None]
     best = max(ran, key=lambda f: f.metric_value)
