@@ -63,11 +63,10 @@ run: setup
 	$(PY) -m resources.local_llm fetch --model $(RUN_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(RUN_MODEL) $(VENV)/bin/researchloop run --topic $(TOPIC) --rounds $(ROUNDS)
 
-# ruff; mypy on resources/ and schemas/ ([tool.mypy] in pyproject.toml); the import contracts of
-# .importlinter (lint-imports) once that file exists.
+# ruff; mypy on resources/ and schemas/ ([tool.mypy] in pyproject.toml); the import-layer contracts
+# of .importlinter (lint-imports).
 lint: setup
-	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy
-	if [ -f .importlinter ]; then $(VENV)/bin/lint-imports; fi
+	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy && $(VENV)/bin/lint-imports
 
 # The manual (mkdocs.yml, docs/): built with --strict into build/site/; docs-reference rewrites the pages
 # generated from schemas/topic.py and resources/settings.py (tests/test_docs.py checks both are current).
