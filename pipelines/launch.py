@@ -18,7 +18,6 @@ import uuid
 import dagster as dg
 
 from assets import ALL_ASSETS
-from assets.shared.partitions import round_x_topic
 from pipelines.definitions import defs
 from pipelines.guards import TOPIC_TAG, owner_tags
 from pipelines.jobs import research_round_job, topic_setup_job
@@ -35,35 +34,6 @@ def research_round_with_resources() -> dg.JobDefinition:
     """research_round as the code location resolves it, for `dg.reconstructable` (the
     multiprocess executor rebuilds it in each step's process)."""
     return defs.resolve_job_def(research_round_job.name)
-
-
-# materialize_stage runs one asset in one run (a benchmark helper); `launch` runs whole jobs
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-FANNED_OUT = {"run_results"}  # stages with one Dagster step per idea
-
-
-def _stage_outcome(result) -> tuple[bool, list[str], str, dict]:
-    failed = [e.check_name for e in result.get_asset_check_evaluations() if not e.passed]
-    meta = {}
-    for m in result.get_asset_materialization_events():
-        meta = {k: v.value for k, v in m.materialization.metadata.items()
-                if k in ("llm_calls", "llm_cached_calls", "prompt_tokens", "completion_tokens", "cost_usd")}
-    return result.success, failed, result.run_id, meta
-
-
-def materialize_stage(asset_def, partition_key, instance, resources, parallel: int = 1):
-    """Materialise one asset for one partition; returns (ok, failed check names, run_id, usage).
-    A fanned-out stage (one step per idea) runs with the multiprocess executor when parallel > 1."""
-    tags = {"researchloop/topic": str(partition_key).split("|")[-1]}
-    if parallel > 1 and asset_def.key.to_user_string() in FANNED_OUT:
-        tags.update(round_x_topic.get_tags_for_partition_key(str(partition_key)))
-        config = {**QUIET, "execution": {"config": {"multiprocess": {"max_concurrent": parallel}}}}
-        with dg.execute_job(dg.reconstructable(research_round_with_resources), instance, run_config=config, tags=tags,
-                            asset_selection=[asset_def.key], raise_on_error=False) as result:
-            return _stage_outcome(result)
-    result = dg.materialize(ALL_ASSETS, selection=[asset_def], partition_key=partition_key, instance=instance,
-                            resources=resources, run_config=QUIET, raise_on_error=False, tags=tags)
-    return _stage_outcome(result)
 
 
 def executor_config(parallel: int) -> dict:
