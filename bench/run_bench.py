@@ -36,7 +36,8 @@ TAIL_LINES = 60   # lines of a failed loop's output kept in the record
 
 def bench_baseline(topic: str, runs: int = 3) -> list[dict]:
     from resources.paths import resolve_topic_dir
-    from resources.runner import Runner, prepare_workspace
+    from resources.runner import Runner
+    from resources.sandbox import prepare_workspace
     from schemas.topic import load_topic
 
     spec = load_topic(resolve_topic_dir(topic))

@@ -25,7 +25,8 @@ RECORD = "topics"
 
 
 def run_baseline(topic: str, seed: int, workdir: Path) -> dict:
-    from resources.runner import Runner, prepare_workspace
+    from resources.runner import Runner
+    from resources.sandbox import prepare_workspace
     from schemas.topic import load_topic
 
     spec = load_topic(ROOT / "experiments" / topic)

@@ -2,8 +2,8 @@
 (resources/sandbox/: what is enforced and why, in its package docstring) or, when the topic or
 the environment chooses it, on a remote backend (``REMOTE_BACKENDS``: resources/ray_backend.py).
 
-The sandbox's public names are re-exported here for the callers that import them from this
-module (assets, bench, tests).
+Only the resource and its backend choice live here; the sandbox's own names (``ProcessResult``,
+``prepare_workspace``, ``run_sandboxed``, ...) are imported from resources.sandbox.
 """
 from __future__ import annotations
 
@@ -16,26 +16,14 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import pydantic
 
-from resources.safe_io import read_tail
 from resources.sandbox import (
     DEFAULT_DISK_FILES,
     DEFAULT_DISK_MB,
-    INSTALL_HINT,
-    KEEP_ATTEMPTS,
-    REPO_ROOT,
-    TAIL_CHARS,
     ProcessResult,
     SandboxLimits,
-    build_env,
-    bwrap_argv,
     default_hidden_paths,
-    gpu_device_nodes,
     prepare_workspace,
-    prune_attempts,
     run_in_sandbox,
-    run_sandboxed,
-    sandbox_available,
-    system_ro_paths,
     workspace_bounds,
 )
 from resources.settings import settings
@@ -45,13 +33,8 @@ from resources.timing_log import log_span
 if TYPE_CHECKING:
     from schemas.topic import ExecutionSpec
 
-__all__ = [
-    "DEFAULT_DISK_FILES", "DEFAULT_DISK_MB", "INSTALL_HINT", "KEEP_ATTEMPTS", "REMOTE_BACKENDS", "REPO_ROOT",
-    "TAIL_CHARS", "UNSANDBOXED_ENV", "ProcessResult", "Runner", "SandboxLimits", "build_env", "bwrap_argv",
-    "chosen_backend", "default_hidden_paths", "execution_kwargs", "gpu_device_nodes", "prepare_workspace",
-    "prune_attempts", "read_tail", "remote_backend", "run_in_sandbox", "run_sandboxed",
-    "sandbox_available", "system_ro_paths", "unsandboxed_by_environment", "workspace_bounds",
-]
+__all__ = ["REMOTE_BACKENDS", "UNSANDBOXED_ENV", "Runner", "chosen_backend", "execution_kwargs", "remote_backend",
+           "unsandboxed_by_environment"]
 
 UNSANDBOXED_ENV = "RESEARCHLOOP_UNSANDBOXED"
 

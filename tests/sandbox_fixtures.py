@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resources.runner import sandbox_available
+from resources.sandbox import sandbox_available
 
 _OK, _WHY = sandbox_available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"sandbox unavailable: {_WHY}")

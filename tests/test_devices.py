@@ -6,7 +6,7 @@ import time
 import pytest
 
 from resources import devices
-from resources.runner import gpu_device_nodes
+from resources.sandbox import gpu_device_nodes
 
 
 def test_parallel_limit_from_env_gpus_or_cores(monkeypatch):

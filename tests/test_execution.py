@@ -21,7 +21,7 @@ from assets.run_results.experimenting import (
     repeat_seeds,
     run_once,
 )
-from resources.runner import ProcessResult
+from resources.sandbox import ProcessResult
 from schemas.records import RunResult
 from schemas.topic import ExecutionSpec, load_topic
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from resources.runner import REPO_ROOT, Runner, run_sandboxed
+from resources.runner import Runner
+from resources.sandbox import REPO_ROOT, run_sandboxed
 from tests.sandbox_fixtures import _OK, needs_bwrap
 
 
@@ -407,7 +408,7 @@ def test_disk_quota_counts_many_small_files(ws: Path):
 
 
 def test_old_attempts_are_pruned(tmp_path: Path):
-    from resources.runner import KEEP_ATTEMPTS, prune_attempts
+    from resources.sandbox import KEEP_ATTEMPTS, prune_attempts
 
     for n in range(1, 12):
         (tmp_path / f"attempt-{n}" / "out").mkdir(parents=True)
@@ -442,7 +443,7 @@ def test_nested_user_namespaces_are_refused(ws: Path):
 
 def test_debug_cli_does_not_copy_dotfiles(tmp_path: Path):
     from pipelines.cli.debug import IGNORE
-    from resources.runner import prepare_workspace
+    from resources.sandbox import prepare_workspace
 
     src = tmp_path / "proj"
     (src / ".git").mkdir(parents=True)
@@ -620,7 +621,7 @@ def test_normal_user_mode_narrow_root_and_no_nested_userns():
     """The sandbox as a normal user makes (bwrap's user namespace, --disable-userns): run
     bwrap_argv(root_mode=False) as `nobody` with a shell instead of Python (nobody cannot reach
     this venv): the root is narrow, /run empty, and a nested user namespace is refused."""
-    from resources.runner import build_env, bwrap_argv
+    from resources.sandbox import build_env, bwrap_argv
 
     ws = Path(tempfile.mkdtemp(prefix="hostile-user-", dir="/var/tmp"))
     try:

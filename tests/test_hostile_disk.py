@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from resources.runner import Runner, prepare_workspace, prune_attempts, run_sandboxed
+from resources.runner import Runner
+from resources.sandbox import prepare_workspace, prune_attempts, run_sandboxed
 from tests.sandbox_fixtures import needs_bwrap
 
 MB = 1 << 20

@@ -137,7 +137,8 @@ def test_runner_sends_attempts_to_ray_only_when_chosen(ws, monkeypatch):
     """RESEARCHLOOP_BACKEND=ray (read at each run) routes Runner.run to the backend with the
     resource's limits and the caller's extra hidden dirs; unset, the local sandbox runs it."""
     import resources.ray_backend as rb
-    from resources.runner import Runner, sandbox_available
+    from resources.runner import Runner
+    from resources.sandbox import sandbox_available
 
     seen = []
     monkeypatch.setattr(rb, "run_on_ray", lambda cmd, wd, **kw: seen.append((cmd, wd, kw)) or lost_result(cmd, wd, "x"))

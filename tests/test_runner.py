@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 import resources.sandbox.run as sandbox_run
-from resources.runner import (
+from resources.runner import Runner
+from resources.safe_io import read_tail
+from resources.sandbox import (
     REPO_ROOT,
     ProcessResult,
-    Runner,
     build_env,
     default_hidden_paths,
     prepare_workspace,
-    read_tail,
     run_sandboxed,
     sandbox_available,
 )
@@ -411,7 +411,7 @@ def test_interpreter_under_tmp_is_visible_in_the_sandbox(tmp_path):
     import subprocess as sp
     import sys as _sys
 
-    from resources.runner import run_sandboxed
+    from resources.sandbox import run_sandboxed
 
     ok, why = sandbox_available()
     if not ok:

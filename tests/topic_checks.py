@@ -9,7 +9,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from resources.runner import Runner, prepare_workspace, sandbox_available
+from resources.runner import Runner
+from resources.sandbox import prepare_workspace, sandbox_available
 from schemas.topic import TopicSpec, load_topic
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"

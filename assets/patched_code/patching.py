@@ -21,6 +21,7 @@ from assets.editing.edit_formats import (
     max_tokens,
     unified_diff,
 )
+from assets.editing.entry_points import broken_interface, live_roots, topic_roots
 from assets.editing.honesty import honesty_problems
 from assets.editing.resampling import complete_resampled
 from assets.editing.suggestions import mend
@@ -30,8 +31,9 @@ from assets.patched_code import prompts as patch_prompts
 from assets.patched_code.dead_code import dead_code_only
 from resources.llm import LLM
 from resources.paths import under_home
-from resources.runner import execution_kwargs, prepare_workspace
+from resources.runner import execution_kwargs
 from resources.safe_io import atomic_write_text, read_memo
+from resources.sandbox import prepare_workspace
 from schemas.records import Draft, ExperimentPlan, FilteredIdea, Patch
 from schemas.topic import TopicSpec
 
@@ -61,10 +63,16 @@ def patch_format(llm) -> str:
 
 
 def check_edit(code: str, edit, spec: TopicSpec):
-    """The edit, unless it is dishonest (`honest_edit`) or only adds code that never runs in the
-    topic's run (assets/patched_code/dead_code.py): that is not an implementation ("no_op")."""
+    """The edit, unless it is dishonest (`honest_edit`), breaks an entry point the task's evaluator
+    calls (assets/editing/entry_points.py: "not_applied", no run is spent on it) or only adds code
+    that never runs in the topic's run (assets/patched_code/dead_code.py): that is not an
+    implementation ("no_op")."""
     honest_edit(code, edit, spec.metric.name)
-    if reason := dead_code_only(code, edit.code, spec.run_command(OUT_DIR)):
+    declared, imported = topic_roots(spec.path, spec.code, code, spec.entry_points)
+    if reason := broken_interface([*declared, *imported], code, edit.code):
+        raise EditError("not_applied", reason)
+    command = spec.run_command(OUT_DIR)
+    if reason := dead_code_only(code, edit.code, command, live_roots(declared, imported, spec.code, command)):
         raise EditError("no_op", reason + ": call the new code where the training or evaluation runs")
     return edit
 

@@ -57,13 +57,14 @@ from assets.shared.verdicts import (
 )
 from resources.bounded_json import BadJSON, loads_bounded
 from resources.paths import under_home
-from resources.runner import chosen_backend, execution_kwargs, prepare_workspace, prune_attempts, workspace_bounds
+from resources.runner import chosen_backend, execution_kwargs
 from resources.safe_io import (
     atomic_write_text,
     read_memo,
     read_tail,
     safe_read_text,
 )
+from resources.sandbox import prepare_workspace, prune_attempts, workspace_bounds
 from resources.workspace_walk import WorkspaceLimitError, copy_tree, hash_files, remove_tree, walk
 from schemas.records import Attempt, RunResult
 from schemas.topic import ExecutionSpec, TopicSpec
@@ -101,7 +102,7 @@ class RunTarget:
         return cls(folder=spec.path, code_file=spec.code, command=tuple(spec.run_command(OUT_DIR, which, seed=seed)),
                    timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb, metric=spec.metric.name,
                    label=label, bounds=spec.metric.bounds,
-                   score=tuple(spec.run_command(OUT_DIR, "score", pred_dir=PRED_DIR)) if spec.score else (),
+                   score=tuple(spec.run_command(OUT_DIR, "score", seed=seed, pred_dir=PRED_DIR)) if spec.score else (),
                    hidden=tuple(spec.hidden), execution=spec.execution)
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import yaml
 
 from bench.implementation.metrics import TaskScore, score_task
-from resources.runner import ProcessResult, Runner
+from resources.runner import Runner
 from resources.safe_io import UnsafeFile, safe_read_text
+from resources.sandbox import ProcessResult
 
 HERE = Path(__file__).resolve().parent
 TASKS = HERE / "tasks.yaml"

@@ -40,7 +40,8 @@ from pipelines.cli.common import ensure_home, plain
 from resources.llm import LLM, usage_totals
 from resources.local_llm import server_status
 from resources.paths import under_home
-from resources.runner import Runner, sandbox_available, unsandboxed_by_environment
+from resources.runner import Runner, unsandboxed_by_environment
+from resources.sandbox import sandbox_available
 from resources.settings import settings
 from resources.workspace_walk import Bounds, WorkspaceLimitError, walk
 
