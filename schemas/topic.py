@@ -1,6 +1,7 @@
 """TopicSpec: the declarative `experiments/<topic>/topic.yaml`."""
 from __future__ import annotations
 
+import keyword
 import math
 import re
 from pathlib import Path
@@ -305,9 +306,20 @@ class TopicSpec(BaseModel):
     score: str | None = Field(None, description="optional scorer run by the host in a fresh sandbox after each "
                               "successful run: it sees the run's {out_dir} as {pred_dir} (its predictions) and "
                               "the `hidden` files, and writes {out_dir}/final_info.json (or prints the metric); "
-                              "the run's own final_info.json is then ignored")
+                              "the run's own final_info.json is then ignored. {seed}: the seed of the run it "
+                              "scores, e.g. for an evaluator that plays seeded games against the predictions")
     hidden: list[str] = Field(default_factory=list, description="files (paths relative to the topic folder) "
                               "that only the scorer sees, e.g. test labels: runs get a workspace without them")
+    entry_points: list[str] = Field(
+        default_factory=list, description="the functions the task's own evaluator or harness calls, each "
+        "'path/inside/the/topic.py:function' or 'module.py:Class.method' (e.g. 'strategy.py:next_move' when "
+        "`run` starts an evaluator that imports strategy.py and calls next_move). An edit inside one of them, or "
+        "inside anything it calls, changes what runs even though nothing in the file calls it "
+        "(assets/patched_code/dead_code.py); an edit that removes or renames one, or changes its required "
+        "parameters (added, removed or reordered), is refused before any run with the reason "
+        "(assets/editing/entry_points.py). Functions that another Python file of the topic folder imports from "
+        "the edited file are found without being listed; list the ones called in ways the folder does not show "
+        "(a harness outside it, a name built at run time)")
     metric: MetricSpec = Field(description="the metric the verdicts are decided on")
     budget: Budget = Field(Budget(), description="rounds, ideas, repairs, seeds and run limits")
     ideation: IdeationSpec = Field(IdeationSpec(), description="where ideas come from and how they are filtered")
@@ -371,6 +383,21 @@ class TopicSpec(BaseModel):
                 raise ValueError(f"field 'hidden': {h!r} is the code the loop edits")
         return self
 
+    @field_validator("entry_points", mode="before")
+    @classmethod
+    def _one_or_many_entry_points(cls, v):
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("entry_points")
+    @classmethod
+    def _entry_point_form(cls, v: list[str]) -> list[str]:
+        for e in v:
+            split_entry_point(e)  # raises ValueError naming what is wrong
+        twice = sorted({e for e in v if v.count(e) > 1})
+        if twice:
+            raise ValueError(f"lists {', '.join(twice)} more than once")
+        return v
+
     @property
     def path(self) -> Path:
         return Path(self.dir)
@@ -384,6 +411,44 @@ class TopicSpec(BaseModel):
 
         return shlex.split(getattr(self, which).replace("{out_dir}", out_dir).replace("{seed}", str(seed))
                            .replace("{pred_dir}", pred_dir))
+
+
+def split_entry_point(entry: str) -> tuple[str, str]:
+    """('path/in/topic.py', 'name' or 'Class.method') of an `entry_points` item; ValueError naming
+    what is wrong (no ':', a path outside the topic folder or not a .py file, a name that is not a
+    dotted Python identifier)."""
+    path, sep, name = entry.rpartition(":")
+    if not sep or not path.strip():
+        raise ValueError(f"{entry!r} must be 'path/inside/the/topic.py:function_name' (or ':Class.method')")
+    if Path(path).is_absolute() or ".." in Path(path).parts or "\\" in path or not path.endswith(".py"):
+        raise ValueError(f"{entry!r}: {path!r} must be a .py file relative to the topic folder, without '..'")
+    parts = name.split(".")
+    if not name or len(parts) > 2 or not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        raise ValueError(f"{entry!r}: {name!r} must be a function name or Class.method (Python identifiers)")
+    return path, name
+
+
+def _defines(source: str, name: str) -> bool:
+    """Whether a Python file defines `name` (a top-level function, class or assigned name) or
+    `Class.method`."""
+    import ast
+
+    top, _, method = name.partition(".")
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == top:
+            if not method:
+                return True
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == method
+                    or isinstance(m, ast.Assign) and any(isinstance(t, ast.Name) and t.id == method
+                                                         for t in m.targets)
+                    for m in node.body):
+                return True
+        elif not method and isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == top for t in targets):
+                return True
+    return False
 
 
 def _describe(err: ValidationError) -> str:
@@ -422,6 +487,17 @@ def load_topic(folder: str | Path) -> TopicSpec:
     for h in spec.hidden:
         if not (folder / h).exists():
             raise TopicSpecError(f"{folder.name}: field 'hidden': {h} not found in the folder")
+    for e in spec.entry_points:
+        path, name = split_entry_point(e)
+        f = folder / path
+        if not f.resolve().is_relative_to(folder) or not f.is_file():
+            raise TopicSpecError(f"{folder.name}: field 'entry_points': {path} not found in the folder")
+        try:
+            defined = _defines(f.read_text(errors="replace"), name)
+        except (SyntaxError, ValueError) as err:
+            raise TopicSpecError(f"{folder.name}: field 'entry_points': {path} does not parse: {err}") from err
+        if not defined:
+            raise TopicSpecError(f"{folder.name}: field 'entry_points': {path} defines no {name}")
     return spec
 
 

@@ -18,6 +18,11 @@ The live program drops, repeatedly until nothing changes:
   does not pass and nothing reads;
 - docstrings.
 
+Entry points (`roots`: 'fn' or 'Class.method', assets/editing/entry_points.py) are never dropped:
+the task's evaluator calls them from outside the file, so an edit inside one, or inside anything
+it calls, changes what runs. Roots ["*"] keep every public top-level definition (a file that an
+evaluator imports, with no entry point known).
+
 Conservative by design: anything that might run (a call, a decorator that registers, an
 attribute someone reads) stays, so a real change is never called dead; a dead change the rules
 do not cover (e.g. a flag whose default is truthy but whose effect cancels out) is missed."""
@@ -26,6 +31,7 @@ from __future__ import annotations
 import ast
 import copy
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # methods that frameworks call by name without the file ever naming them
@@ -204,19 +210,28 @@ class _Reducer:
         return [s]
 
 
-def _drop_unused(tree: ast.Module, dropped: list[str], options: dict[str, list[str]]) -> bool:
-    """One pass over every block: drop definitions, imports and pure assignments nothing reads,
-    and command-line options (`options`: dest -> option strings, those the command does not
-    pass) nothing reads."""
+def _called_from_outside(name: str, prefix: str, roots: frozenset[str]) -> bool:
+    """Whether the definition `prefix + name` is an entry point, or a class holding one."""
+    qual = prefix + name
+    public = not name.startswith("_") and (not prefix or prefix[0] not in "_\0")
+    return qual in roots or any(r.startswith(qual + ".") for r in roots) or ("*" in roots and public)
+
+
+def _drop_unused(tree: ast.Module, dropped: list[str], options: dict[str, list[str]],
+                 roots: frozenset[str] = frozenset()) -> bool:
+    """One pass over every block: drop definitions (but the entry points `roots`), imports and
+    pure assignments nothing reads, and command-line options (`options`: dest -> option strings,
+    those the command does not pass) nothing reads."""
     changed = False
     names, everything = _references(tree, attributes=False), _references(tree)
 
-    def visit(body: list[ast.stmt], in_class: bool) -> list[ast.stmt]:
+    def visit(body: list[ast.stmt], in_class: bool, prefix: str = "") -> list[ast.stmt]:
         nonlocal changed
         out = []
         for s in body:
             if _removable_def(s):
-                implicit = in_class and (s.name.startswith("__") or s.name in IMPLICIT_METHODS)
+                implicit = in_class and (s.name.startswith("__") or s.name in IMPLICIT_METHODS) \
+                    or _called_from_outside(s.name, prefix, roots)
                 if not implicit and s.name not in _references(tree, skip=s):
                     kind = "class" if isinstance(s, ast.ClassDef) else "method" if in_class else "function"
                     dropped.append(f"{kind} `{s.name}`, which nothing calls")
@@ -238,12 +253,18 @@ def _drop_unused(tree: ast.Module, dropped: list[str], options: dict[str, list[s
                 dropped.append(f"option {options[dest][0]}, which the command does not pass and nothing reads")
                 changed = True
                 continue
+            # an entry point is a module-level definition (under `if`/`try` too) or a method of a
+            # module-level class ('Class.method'); nothing inside a function is one
+            if isinstance(s, ast.ClassDef):
+                inner = f"{s.name}." if not prefix and not in_class else "\0"
+            else:
+                inner = "\0" if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) else prefix
             for field_name in ("body", "orelse", "finalbody"):
                 sub = getattr(s, field_name, None)
                 if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
-                    setattr(s, field_name, visit(sub, isinstance(s, ast.ClassDef)) or [ast.Pass()])
+                    setattr(s, field_name, visit(sub, isinstance(s, ast.ClassDef), inner) or [ast.Pass()])
             for h in getattr(s, "handlers", []):
-                h.body = visit(h.body, False) or [ast.Pass()]
+                h.body = visit(h.body, False, prefix) or [ast.Pass()]
             out.append(s)
         return out
 
@@ -251,10 +272,11 @@ def _drop_unused(tree: ast.Module, dropped: list[str], options: dict[str, list[s
     return changed
 
 
-def live_program(code: str, command: list[str] | None = None) -> _Live | None:
+def live_program(code: str, command: list[str] | None = None, roots: Sequence[str] = ()) -> _Live | None:
     """The program without the code that cannot run (see the module docstring); None when
     `code` does not parse. `command`: the run command's words (flags it does not pass keep
-    their defaults); None: flags are not folded."""
+    their defaults); None: flags are not folded. `roots`: the entry points something outside
+    the file calls."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -264,17 +286,19 @@ def live_program(code: str, command: list[str] | None = None) -> _Live | None:
     flags, options = _falsy_flags(tree, command), _unpassed_options(tree, command)
     for _ in range(50):  # fixpoint: dropping a function can leave its helpers unused
         tree.body = _Reducer(flags, dropped).block(tree.body)
-        if not _drop_unused(tree, dropped, options):
+        if not _drop_unused(tree, dropped, options, frozenset(roots)):
             break
     return _Live(tree, dropped)
 
 
-def dead_code_only(before: str, after: str, command: list[str] | str | None = None) -> str | None:
+def dead_code_only(before: str, after: str, command: list[str] | str | None = None,
+                   roots: Sequence[str] = ()) -> str | None:
     """None when the edit changes the live program (or either side does not parse); else the
-    reason, naming what the edit added that never runs."""
+    reason, naming what the edit added that never runs. `roots`: the entry points (see the
+    module docstring)."""
     if isinstance(command, str):
         command = shlex.split(command)
-    old, new = live_program(before, command), live_program(after, command)
+    old, new = live_program(before, command, roots), live_program(after, command, roots)
     if old is None or new is None or old.dump() != new.dump():
         return None
     added = [d for d in new.dropped if d not in old.dropped] or new.dropped
