@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,12 @@ def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
     return out
 
 
+def _names_module(text: str, code_file: str, modules: set[str]) -> bool:
+    """Whether a string of another source names the edited file (its path or module name)."""
+    t = text.strip()
+    return t in modules or t.endswith(Path(code_file).name) and len(t) < 300
+
+
 def _module_of(n: ast.ImportFrom) -> str:
     return n.module or ""
 
@@ -61,9 +68,11 @@ def _module_of(n: ast.ImportFrom) -> str:
 def imported_names(code_file: str, code: str, sources: dict[str, str]) -> list[str]:
     """The definitions of `code` (the edited file) that other sources (path -> text) take from it:
     `from strategy import next_move`, `strategy.next_move(...)` after `import strategy` (or a module
-    bound by importlib.import_module / __import__ of its name), getattr(module, "next_move"); a
-    method counts when its class is taken and the source reads an attribute of that name
-    (`agent.act(obs)`). Sources that do not parse are skipped."""
+    bound by importlib.import_module / __import__ of its name), getattr(module, "next_move"), or,
+    in a source that names the file or module at all (e.g. a path it loads in a child process),
+    a public top-level name it spells out as a word; a method counts when its class is taken and
+    the source reads an attribute of that name (`agent.act(obs)`). Sources that do not parse are
+    skipped."""
     try:
         defs = _definitions(ast.parse(code))
     except SyntaxError:
@@ -99,6 +108,11 @@ def imported_names(code_file: str, code: str, sources: dict[str, str]) -> list[s
                     and len(n.args) >= 2 and isinstance(n.args[0], ast.Name) and n.args[0].id in aliases \
                     and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str):
                 taken.add(n.args[1].value)
+        named = aliases or taken or any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                                        and _names_module(n.value, code_file, modules) for n in ast.walk(tree))
+        if named:  # a source that loads the file by its path (a subprocess, importlib in a string): its words
+            taken |= {k for k in defs if "." not in k and not k.startswith("_")
+                      and re.search(rf"(?<![\w.]){re.escape(k)}\b", text)}
         if "*" in taken:  # `from strategy import *`: every public name
             taken |= {k for k in defs if "." not in k and not k.startswith("_")}
         for name in defs:
