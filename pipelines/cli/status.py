@@ -1,4 +1,5 @@
-"""`researchloop status`: topics, rounds done, best result, tokens; runs in flight or queued."""
+"""`researchloop status`: topics, rounds done, best result, the baseline (from the set-up, before any
+round finished too), tokens; runs in flight or queued."""
 from __future__ import annotations
 
 import dagster as dg
@@ -11,11 +12,26 @@ from assets.shared.partitions import multi_key
 from pipelines.cli.common import ensure_home, make_console
 from pipelines.guards import daemon_state
 from resources.store import record_store
+from schemas.frames import from_frame
+from schemas.records import RunResult
 
 
 def add_parser(subparsers) -> None:
     s = subparsers.add_parser("status", help="topics, rounds done, best results")
     s.set_defaults(fn=cmd_status)
+
+
+def baseline_cell(store, topic: str, rows: list[dict]) -> str:
+    """The topic's baseline as its set-up stored it (baseline_results: mean ± std over seeds), shown
+    before any round finished; else the last round's; '' when there is none yet."""
+    df = store.read("baseline_results", topic)
+    base = from_frame(df, RunResult)[0] if df is not None and not df.is_empty() else None
+    if base is not None and base.metric_value is not None:
+        n = len(base.seed_values) or 1
+        return f"{base.metric_value:.4f}" + (f" ± {base.metric_spread:.4f} ({n} seeds)" if n > 1 else "")
+    if base is not None:
+        return "failed"
+    return f"{rows[-1]['baseline']:.4f}" if rows and rows[-1]["baseline"] is not None else ""
 
 
 def cmd_status(args) -> int:
@@ -33,7 +49,7 @@ def cmd_status(args) -> int:
         usage = [round_usage(instance, str(multi_key(topic, r["round"])), stages) for r in rows]
         table.add_row(topic, str(len(rows)), str(sum(r["ideas"] for r in rows)),
                       str(sum(r["improvement"] for r in rows)), f"{max(best):.4f}" if best else "",
-                      f"{rows[-1]['baseline']:.4f}" if rows and rows[-1]["baseline"] is not None else "",
+                      baseline_cell(store, topic, rows),
                       str(int(sum(u["prompt_tokens"] + u["completion_tokens"] for u in usage))),
                       f"{sum(u['cost_usd'] for u in usage):.4f}")
     console.print(table)
