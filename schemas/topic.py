@@ -487,8 +487,8 @@ def load_topic(folder: str | Path) -> TopicSpec:
     for h in spec.hidden:
         if not (folder / h).exists():
             raise TopicSpecError(f"{folder.name}: field 'hidden': {h} not found in the folder")
-    for e in spec.entry_points:
-        path, name = split_entry_point(e)
+    for entry in spec.entry_points:
+        path, name = split_entry_point(entry)
         f = folder / path
         if not f.resolve().is_relative_to(folder) or not f.is_file():
             raise TopicSpecError(f"{folder.name}: field 'entry_points': {path} not found in the folder")
