@@ -17,7 +17,7 @@ import pytest
 
 from resources import sources
 from resources.paths import REPO_ROOT
-from resources.sources import LocalSource, chunk_plan, doc_text
+from resources.sources import LocalSource, ann, chunk_plan, doc_text, embedding
 from tests.test_literature_sources import CountingEmbedder
 
 
@@ -59,8 +59,8 @@ class DyingEmbedder(CountingEmbedder):
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(sources, "EMBED_BATCH", 50)
-    monkeypatch.setattr(sources, "EMBED_CHUNK", 100)
+    monkeypatch.setattr(embedding, "EMBED_BATCH", 50)
+    monkeypatch.setattr(embedding, "EMBED_CHUNK", 100)
 
 
 def test_chunk_plan_follows_finished_chunks():
@@ -137,14 +137,14 @@ def test_embeddings_of_an_index_built_before_chunks_are_adopted(tmp_path, small_
     emb = CountingEmbedder()
     folder = LocalSource(dump, emb, tmp_path / "index").folder()
     vecs = CountingEmbedder().encode([doc_text(p["title"], p["abstract"]) for p in papers])
-    np.save(folder / f"emb-{sources._model_key(emb)}.npy", vecs)   # the old layout: one file
+    np.save(folder / f"emb-{embedding._model_key(emb)}.npy", vecs)   # the old layout: one file
     LocalSource(dump, emb, tmp_path / "index").search("w3", 2)
     assert emb.calls == [1]                                     # only the query
     assert [p.name for p in next(folder.glob("emb-*/")).iterdir()] == ["chunk-000000000-000000250.npy"]
 
 
 def test_ann_path_agrees_with_exact_search(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "ANN_MIN", 1000)
+    monkeypatch.setattr(ann, "ANN_MIN", 1000)
     dump = tmp_path / "dump.jsonl"
     write_dump(dump, synth_papers(6000))
     emb = CountingEmbedder()
@@ -264,7 +264,7 @@ def test_a_killed_parallel_build_resumes_with_the_missing_chunks(tmp_path, small
     chunk_dir = next(folder.glob("emb-*/"))
     kept = {p.name for p in chunk_dir.iterdir()}
     assert len(kept) <= 2 and not any(".tmp" in k for k in kept)  # whole chunks only
-    kept_rows = sum(stop - start for start, stop in sources._chunk_ranges(chunk_dir).items())
+    kept_rows = sum(stop - start for start, stop in embedding._chunk_ranges(chunk_dir).items())
     counter.unlink()
     sources.embedding_chunks(folder, 450, RebuildableEmbedder(str(counter)), workers=2)
     assert sum(t for _, t in _counted(counter)) == 450 - kept_rows        # only what was missing
