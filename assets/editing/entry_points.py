@@ -69,8 +69,8 @@ def imported_names(code_file: str, code: str, sources: dict[str, str]) -> list[s
     """The definitions of `code` (the edited file) that other sources (path -> text) take from it:
     `from strategy import next_move`, `strategy.next_move(...)` after `import strategy` (or a module
     bound by importlib.import_module / __import__ of its name), getattr(module, "next_move"), or,
-    in a source that names the file or module at all (e.g. a path it loads in a child process),
-    a public top-level name it spells out as a word; a method counts when its class is taken and
+    in a source that imports nothing of it but names the file (a path it loads in a child process),
+    a public top-level name it spells out anywhere, strings included; a method counts when its class is taken and
     the source reads an attribute of that name (`agent.act(obs)`). Sources that do not parse are
     skipped."""
     try:
@@ -108,11 +108,12 @@ def imported_names(code_file: str, code: str, sources: dict[str, str]) -> list[s
                     and len(n.args) >= 2 and isinstance(n.args[0], ast.Name) and n.args[0].id in aliases \
                     and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str):
                 taken.add(n.args[1].value)
-        named = aliases or taken or any(isinstance(n, ast.Constant) and isinstance(n.value, str)
-                                        and _names_module(n.value, code_file, modules) for n in ast.walk(tree))
-        if named:  # a source that loads the file by its path (a subprocess, importlib in a string): its words
+        by_path = not aliases and not taken and any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and _names_module(n.value, code_file, modules)
+            for n in ast.walk(tree))
+        if by_path:  # loads the file by its path (a child process, importlib in a string): the names it spells out
             taken |= {k for k in defs if "." not in k and not k.startswith("_")
-                      and re.search(rf"(?<![\w.]){re.escape(k)}\b", text)}
+                      and re.search(rf"(?<!\w){re.escape(k)}\b", text)}
         if "*" in taken:  # `from strategy import *`: every public name
             taken |= {k for k in defs if "." not in k and not k.startswith("_")}
         for name in defs:
