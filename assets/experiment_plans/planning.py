@@ -6,6 +6,7 @@ import re
 import polars as pl
 
 from assets.experiment_plans import prompts as plan_prompts
+from assets.shared.data_profile import topic_data
 from resources.llm import LLM
 from schemas.frames import from_frame
 from schemas.llm_outputs import PlanDraft
@@ -90,7 +91,7 @@ def make_plan(spec: TopicSpec, code: str, idea: FilteredIdea, llm: LLM) -> Exper
     if idea.carry is not None:
         return carry_plan(spec, code, idea)
     res = llm.complete(plan_prompts.plan(code, spec.metric.name, idea.name, idea.title, idea.experiment, idea.summary,
-                                         definitions=describe_definitions(code)),
+                                         definitions=describe_definitions(code), data=topic_data(spec)),
                        stage="experiment_plans", schema=PlanDraft, max_tokens=400, item=idea.idea_id)
     if not res.ok:  # a plan is a refinement: fall back to the idea's own experiment text
         return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment], location="",

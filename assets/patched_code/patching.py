@@ -29,6 +29,7 @@ from assets.editing.workspace import OUT_DIR, remove_hidden
 from assets.ideas.tuning import apply_move
 from assets.patched_code import prompts as patch_prompts
 from assets.patched_code.dead_code import dead_code_only
+from assets.shared.data_profile import topic_data
 from resources.llm import LLM
 from resources.paths import under_home
 from resources.runner import execution_kwargs
@@ -78,10 +79,10 @@ def check_edit(code: str, edit, spec: TopicSpec):
 
 
 def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentPlan,
-               llm: LLM, style: DraftStyle, note: str = "") -> Draft:
+               llm: LLM, style: DraftStyle, note: str = "", data: str = "") -> Draft:
     messages = patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes,
                                        functions=plan.functions if fmt == "functions" else (),
-                                       extra=style.instruction)
+                                       extra=style.instruction, data=data)
     parse = lambda t: check_edit(code, apply_edit(code, t, fmt, spec.code), spec)  # noqa: E731
     kw = dict(stage="patched_code", parse=parse, max_tokens=max_tokens(fmt), item=idea.idea_id)
     if style.temperature is None:  # the greedy draft, asked again (sampled) when it is unusable
@@ -129,15 +130,17 @@ def make_patch(spec: TopicSpec, code: str, idea: FilteredIdea, plan: ExperimentP
     fmt = patch_format(llm)
     drafts: list[Draft] = []
     mechanical = idea.tuning is not None or idea.carry is not None
+    data = "" if mechanical else topic_data(spec)  # the topic folder's data files, shown as they are
     if mechanical:  # a hyper-parameter move or a carried-over win: one draft, written without the LLM
         drafts.append(mechanical_draft(spec, code, idea, fmt))
     else:
         for k in range(spec.budget.drafts):
-            drafts.append(mark_duplicate(_ask_draft(k, fmt, spec, code, idea, plan, llm, draft_style(k)), drafts))
+            drafts.append(mark_duplicate(_ask_draft(k, fmt, spec, code, idea, plan, llm, draft_style(k),
+                                                    data=data), drafts))
     if not viable(drafts) and not mechanical and fmt == "functions" and llm.resolved_edit_format() == "whole":
         # the local model's changed-definitions answers were all unusable: a whole file as the fallback
         drafts.append(mark_duplicate(_ask_draft(len(drafts), "whole", spec, code, idea, plan, llm, draft_style(0),
-                                                note=", whole file (fallback)"), drafts))
+                                                note=", whole file (fallback)", data=data), drafts))
     resamples = sum(d.resamples for d in drafts)
     if spec.check:
         for d in viable(drafts):
