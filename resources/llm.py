@@ -30,7 +30,7 @@ from resources.paths import under_home
 from resources.safe_io import atomic_write_text
 from resources.settings import llm_endpoint, settings
 from resources.timing_log import LLM as SPAN_LLM
-from resources.timing_log import log_span
+from resources.timing_log import add_timings, log_span, server_timings, stage_scope
 
 T = TypeVar("T")
 
@@ -332,18 +332,22 @@ class LLM(dg.ConfigurableResource):
         usage = LLMUsage(stage)
         self._tracking.append(usage)
         try:
-            yield usage
+            with stage_scope(stage):  # the timing log's spans name the stage (resources/timing_log.py)
+                yield usage
         finally:
             self._tracking.remove(usage)
 
-    def _record(self, call: LLMCall) -> None:
+    def _record(self, call: LLMCall, served: dict | None = None) -> None:
         # list.append is atomic under the GIL: llm.map's threads may record side by side
         self._calls.append(call)
         for usage in list(self._tracking):
             usage.calls.append(call)
-        # RESEARCHLOOP_TIMING_LOG (resources/timing_log.py): the call's time, for the effectiveness bench
+        # RESEARCHLOOP_TIMING_LOG (resources/timing_log.py): the call's time, for the effectiveness and
+        # round benches; `served`: what the server's responses said (server_timings, summed over the
+        # call's requests); retried: the answer was asked again after an invalid one
         log_span(SPAN_LLM, call.seconds, stage=call.stage, item=call.item, cached=call.cached,
-                 tokens=call.prompt_tokens + call.completion_tokens)
+                 tokens=call.prompt_tokens + call.completion_tokens, tries=call.tries,
+                 retried=call.tries > 1, **(served or {}))
 
     def complete(
         self,
@@ -398,6 +402,7 @@ class LLM(dg.ConfigurableResource):
                 return LLMResult(text=hit["text"], call=call, error=call.error, error_kind=call.error_kind)
         convo = list(messages)
         text, error, kind, top = "", None, None, None
+        served: dict = {}  # the server's own figures, summed over the requests (server_timings)
         retries = self.max_retries if max_retries is None else max_retries
         for attempt in range(retries + 1):
             call.tries = attempt + 1
@@ -408,6 +413,8 @@ class LLM(dg.ConfigurableResource):
                     raise LLMUnavailable(f"cannot reach the LLM at {self._base_url}: {_why(e)}") from e
                 error, kind = self._request_failure(e), REQUEST_FAILED
                 break
+            if resp is not None:
+                add_timings(served, server_timings(resp))
             usage = getattr(resp, "usage", None)
             call.prompt_tokens += _tokens(usage, "prompt_tokens")
             call.completion_tokens += _tokens(usage, "completion_tokens")
@@ -438,7 +445,7 @@ class LLM(dg.ConfigurableResource):
             # remember answers that stayed invalid after every retry, so a re-run records
             # the same failure without asking again (transport errors are not remembered)
             self.cache().put(key, {"text": text, "request": request, "error": error})
-        self._record(call)
+        self._record(call, served)
         if error is not None:
             return LLMResult(text=text, call=call, error=error, error_kind=kind)
         return LLMResult(value=value, text=text, call=call, top_logprobs=top)

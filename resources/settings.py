@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     llm_speculative: str = Field("", description="RESEARCHLOOP_LLM_SPECULATIVE: the local server's "
                                  "speculative decoding (none | ngram_simple | ngram_mod | ngram_map_k); empty: the "
                                  "default (resources/local_llm/server.py DEFAULT_SPECULATIVE)")
+    llm_slots: int = Field(2, ge=1, description="RESEARCHLOOP_LLM_SLOTS: requests the local server decodes at "
+                           "once (llama.cpp's parallel slots); its context is this many times the per-request "
+                           "window, so each request keeps the whole window")
     # host-wide limits per endpoint, shared by every process on this machine (resources/llm_limits.py)
     llm_max_concurrency: int | None = Field(None, ge=1, description="RESEARCHLOOP_LLM_MAX_CONCURRENCY: LLM "
                                             "requests in flight from this host to one endpoint; unset: no bound")

@@ -279,10 +279,10 @@ def fake_launcher(tmp_path, monkeypatch):
     model.parent.mkdir(parents=True)
     model.write_bytes(b"GGUF")
 
-    def cmd(model_path, port, ctx_size, threads, alias, speculative="none"):
+    def cmd(model_path, port, ctx_size, threads, alias, speculative="none", slots=1):
         return [sys.executable, str(FAKE), "resources.local_llm", "serve", "--model", str(model_path),
-                "--port", str(port), "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", alias,
-                "--speculative", speculative]
+                "--port", str(port), "--ctx-size", str(ctx_size * slots), "--threads", str(threads), "--alias", alias,
+                "--speculative", speculative, "--parallel", str(slots)]
 
     monkeypatch.setattr(llserver, "_server_cmd", cmd)
     monkeypatch.setattr(llserver, "assemble_model", lambda name, cache, progress=False: model)

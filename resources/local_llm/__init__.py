@@ -14,7 +14,9 @@ reuses the server recorded in ``<cache>/server.json`` only after checking that i
 is ours (the recorded process, by pid and start time, runs our launcher with the
 recorded model and port, listens on that port, and ``/v1/models`` names our model);
 otherwise it starts a new detached one, on a fresh port if the one it picked was
-taken meanwhile. A ``filelock`` lock keeps concurrent callers from starting two.
+taken meanwhile. The server decodes RESEARCHLOOP_LLM_SLOTS requests at once (llama.cpp's
+parallel slots), each with the whole configured context window; the slot count is part of the
+server's identity, like its model, context and threads. A ``filelock`` lock keeps concurrent callers from starting two.
 Every process that uses the server holds a lease (``<cache>/leases/<pid>.json``);
 :meth:`LocalLLM.stop` stops the server only when no other live process holds
 one, so one loop never stops the server another loop is using (``stop`` on the
@@ -23,7 +25,7 @@ command line still stops it outright). Processes are inspected with ``psutil``.
 CLI::
 
     python -m resources.local_llm fetch [--model NAME]
-    python -m resources.local_llm start [--model NAME]   # prints base_url
+    python -m resources.local_llm start [--model NAME] [--slots N]   # prints base_url
     python -m resources.local_llm stop
     python -m resources.local_llm status
     python -m resources.local_llm serve --model PATH --port N   # foreground
@@ -46,11 +48,13 @@ from resources.local_llm.server import (
     is_ours,
     live_leases,
     release_server,
+    server_ctx,
     server_status,
+    slot_count,
     speculative_kind,
     stop_server,
 )
-from resources.local_llm.weights import assemble_model, is_assembled
+from resources.local_llm.weights import assemble_model, is_assembled, linked_cache
 
 __all__ = [
     "DEFAULT_SPECULATIVE",
@@ -63,9 +67,12 @@ __all__ = [
     "ensure_server",
     "is_assembled",
     "is_ours",
+    "linked_cache",
     "live_leases",
     "release_server",
+    "server_ctx",
     "server_status",
+    "slot_count",
     "speculative_kind",
     "stop_server",
 ]
@@ -76,15 +83,17 @@ class LocalLLM(dg.ConfigurableResource):
 
     model: str = "qwen2.5-coder-1.5b"
     cache_dir: str = ""  # empty = default_cache_dir()
-    ctx_size: int = 8192
+    ctx_size: int = 8192  # each request's window (the server holds ctx_size x slots)
     threads: int = 2
+    slots: int = 0  # requests decoded at once; 0: RESEARCHLOOP_LLM_SLOTS
 
     def _cache_dir(self) -> Path:
         return cache_path(self.cache_dir or None)
 
     def base_url(self) -> str:
         return ensure_server(
-            self.model, self._cache_dir(), ctx_size=self.ctx_size, threads=self.threads
+            self.model, self._cache_dir(), ctx_size=self.ctx_size, threads=self.threads,
+            slots=self.slots or None,
         )
 
     def stop(self) -> bool:

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve", help="run the server in the foreground")
     p.add_argument("--model", required=True, help="path to a .gguf file")
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--ctx-size", type=int, default=8192)
+    p.add_argument("--ctx-size", type=int, default=8192, help="the whole context (split over the slots)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--alias", default=None)
     p.add_argument("--parallel", type=int, default=1)
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--ctx-size", type=int, default=8192)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--slots", type=int, default=None, help="requests decoded at once (default: RESEARCHLOOP_LLM_SLOTS)")
 
     p = sub.add_parser("stop", help="stop the shared background server")
     p.add_argument("--cache-dir", default=None)
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         serve(a.model, a.port, a.ctx_size, a.threads, a.alias, a.parallel, a.cache_ram_mib, a.speculative)
     elif a.cmd == "start":
         assemble_model(a.model, a.cache_dir, progress=True)
-        print(ensure_server(a.model, a.cache_dir, ctx_size=a.ctx_size, threads=a.threads))
+        print(ensure_server(a.model, a.cache_dir, ctx_size=a.ctx_size, threads=a.threads, slots=a.slots))
     elif a.cmd == "stop":
         print("stopped" if stop_server(a.cache_dir) else "no server running")
     elif a.cmd == "status":

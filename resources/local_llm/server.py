@@ -86,7 +86,7 @@ def _is_our_server(pid: int, state: dict | None = None) -> bool:
         return False
     if "resources.local_llm" not in cmd or "serve" not in cmd:
         return False
-    for flag, key in (("--model", "model_path"), ("--port", "port")):
+    for flag, key in (("--model", "model_path"), ("--port", "port"), ("--parallel", "slots")):
         if key in state and not _has_arg(cmd, flag, str(state[key])):
             return False
     return True
@@ -202,12 +202,29 @@ def _stop_locked(cache: Path) -> bool:
     return stopped
 
 
+def server_ctx(ctx_size: int, slots: int) -> int:
+    """The server's whole context for `slots` slots of `ctx_size` tokens each: llama.cpp splits its
+    context evenly over its slots (the KV cache is not unified), so the whole is the window times
+    the slot count."""
+    return ctx_size * slots
+
+
+def slot_count(slots: int | None = None) -> int:
+    """The local server's slots: `slots`, else RESEARCHLOOP_LLM_SLOTS."""
+    n = slots if slots is not None else settings().llm_slots
+    if n < 1:
+        raise ValueError(f"the local server needs at least one slot, not {n}")
+    return n
+
+
 def _server_cmd(model_path: Path, port: int, ctx_size: int, threads: int, alias: str,
-                speculative: str = "none") -> list[str]:
+                speculative: str = "none", slots: int = 1) -> list[str]:
+    """The launcher's command line; `ctx_size` is one slot's window (the server gets `server_ctx`)."""
     return [
         sys.executable, "-m", "resources.local_llm", "serve",
         "--model", str(model_path), "--port", str(port),
-        "--ctx-size", str(ctx_size), "--threads", str(threads), "--alias", alias,
+        "--ctx-size", str(server_ctx(ctx_size, slots)), "--threads", str(threads), "--alias", alias,
+        "--parallel", str(slots),
     ] + (["--speculative", speculative] if speculative != "none" else [])
 
 
@@ -232,7 +249,7 @@ PORT_TRIES = 3  # a port taken between picking and binding is replaced this many
 
 def _start_locked(
     cache: Path, name: str, model_path: Path, ctx_size: int, threads: int, timeout: float,
-    speculative: str = "none",
+    speculative: str = "none", slots: int = 1,
 ) -> dict:
     log_path = cache / _LOG
     env = dict(os.environ)
@@ -251,7 +268,7 @@ def _start_locked(
     t0 = time.monotonic()
     for port_try in range(1, PORT_TRIES + 1):
         port = _free_port()
-        cmd = _server_cmd(model_path, port, ctx_size, threads, name, speculative)
+        cmd = _server_cmd(model_path, port, ctx_size, threads, name, speculative, slots=slots)
         with open(log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
             log.flush()
@@ -298,7 +315,9 @@ def _start_locked(
         "model": name,
         "model_path": str(model_path),
         "base_url": f"http://127.0.0.1:{port}/v1",
-        "ctx_size": ctx_size,
+        "ctx_size": ctx_size,  # one slot's window
+        "slots": slots,
+        "server_ctx": server_ctx(ctx_size, slots),
         "threads": threads,
         "speculative": speculative,
         "log": str(log_path),
@@ -317,15 +336,19 @@ def ensure_server(
     progress: bool = False,
     lease: bool = True,
     speculative: str | None = None,
+    slots: int | None = None,
 ) -> str:
     """Return the base_url (``http://127.0.0.1:PORT/v1``) of a healthy shared server, and (with
     ``lease``) record that this process uses it.
 
-    Reuses the server recorded in ``<cache>/server.json`` only if it serves the same
-    model/ctx/threads/speculative decoding and passes every identity check (:func:`is_ours`);
-    otherwise stops it (only if it is our launcher) and starts a new one.
+    ``ctx_size`` is each request's window; the server decodes ``slots`` requests at once (default
+    RESEARCHLOOP_LLM_SLOTS) with ``ctx_size`` tokens each. Reuses the server recorded in
+    ``<cache>/server.json`` only if it serves the same model/ctx/slots/threads/speculative decoding
+    and passes every identity check (:func:`is_ours`); otherwise stops it (only if it is our
+    launcher) and starts a new one.
     """
     speculative = speculative_kind(speculative)
+    slots = slot_count(slots)
     cache = cache_path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     model_path = assemble_model(name, cache, progress=progress)
@@ -337,6 +360,7 @@ def ensure_server(
                 state.get("model_path") == str(model_path)
                 and state.get("ctx_size") == ctx_size
                 and state.get("threads") == threads
+                and state.get("slots", 1) == slots  # a state from before slots: one slot
                 and state.get("speculative", "none") == speculative
             )
             if same and is_ours(state):
@@ -351,7 +375,7 @@ def ensure_server(
             if url is None:
                 _stop_locked(cache)
         if url is None:
-            state = _start_locked(cache, name, model_path, ctx_size, threads, timeout, speculative)
+            state = _start_locked(cache, name, model_path, ctx_size, threads, timeout, speculative, slots)
             _write_state(cache, state)
             url = state["base_url"]
         if lease:

@@ -183,3 +183,17 @@ def assemble_model(
     if is_assembled(spec, dest):
         return dest
     return _assemble(spec, dest, progress=progress)
+
+
+def linked_cache(name: str | ModelSpec, dest: str | os.PathLike, progress: bool = False) -> Path:
+    """A private cache folder `dest` holding links to the verified GGUF of ``name`` (assembled once
+    in the shared cache): a server started there is its own, so measuring one (a benchmark, a test)
+    never restarts or stops the shared server another loop uses."""
+    model = assemble_model(name, progress=progress)
+    folder = Path(dest) / "models"
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in (model, _marker(model)):
+        link = folder / p.name
+        if not link.exists():
+            link.symlink_to(p)
+    return Path(dest)
