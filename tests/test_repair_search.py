@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from assets.editing.suggestions import suggested_fix
-from assets.run_results.experimenting import run_with_repair
+from assets.run_results.repair_search import RepairPolicy, run_with_repair
 from resources.paths import REPO_ROOT
 from resources.runner import Runner
 from schemas.records import Attempt, TraceFrame
@@ -70,11 +70,11 @@ class CountingRunner:
         return self.inner.run(*a, **kw)
 
 
-def search(script: Path, llm, tmp_path: Path, *, runner=None, **kw):
-    kw.setdefault("max_repairs", 5)
+def search(script: Path, llm, tmp_path: Path, *, runner=None, workdir: Path | None = None, **policy):
+    """The repair search on `script`; `policy`: RepairPolicy fields (default: 5 repairs, functions format)."""
     return run_with_repair(target(script), script.read_text(), runner=runner or Runner(), llm=llm,
-                           workdir=kw.pop("workdir", tmp_path / "work"), idea_id=script.stem, title="",
-                           edit_format="functions", log=lambda s: None, **kw)
+                           workdir=workdir or tmp_path / "work", idea_id=script.stem, log=lambda s: None,
+                           policy=RepairPolicy(**{"max_repairs": 5, "edit_format": "functions", **policy}))
 
 
 def failure(error: str, line: int, file: str = "x.py") -> Attempt:
@@ -385,7 +385,7 @@ def test_a_fix_that_only_renames_the_bad_keyword_leaves_the_same_error(tmp_path)
     assert "'color'" in res.attempts[1].error and res.attempts[1].outcome == "same_error"
     assert res.status == "success" and res.attempts[2].parent == 1 and "colour" not in res.final_code
     # the same message about another name at a line the fix did not write is the next mistake: progress
-    from assets.run_results.experimenting import renamed_only
+    from assets.run_results.repair_search import renamed_only
 
     def failed(error: str, line: int) -> Attempt:
         return Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
@@ -513,12 +513,12 @@ def test_debug_cli_no_llm(typo, tmp_path):
 def test_a_lookup_is_asked_once_per_process(monkeypatch):
     """The repair note and the keyword fix of one failure read the same signature: one
     isolated interpreter, not two."""
-    from assets.editing import suggestions
+    from assets.editing import lookup, suggestions
 
     runs = []
     real = subprocess.run
-    monkeypatch.setattr(suggestions, "_ANSWERS", {})
-    monkeypatch.setattr(suggestions.subprocess, "run", lambda *a, **kw: runs.append(a) or real(*a, **kw))
+    monkeypatch.setattr(lookup, "_ANSWERS", {})
+    monkeypatch.setattr(lookup.subprocess, "run", lambda *a, **kw: runs.append(a) or real(*a, **kw))
     code = "from sklearn.linear_model import RidgeCV\nm = RidgeCV(alpha=1.0)\n"
     first = suggestions.callee_parameters(code, "alpha", 2)
     assert first is not None and "alphas" in first[1] and len(runs) == 1

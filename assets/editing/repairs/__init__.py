@@ -1,0 +1,34 @@
+"""The mechanical repair rules as a registry: each turns one kind of error message into one edit
+of the failing code, without the LLM (one module per rule: its `RULE`, with a name, a one-line
+description and `apply(Failure) -> Candidate | None`). `suggested_fix`
+(assets/editing/suggestions.py) walks RULES in order and keeps the first candidate; adding a
+rule is one module here plus its place in RULES. The order is part of the behaviour: an import
+a library provides goes before a close defined name, a rename before a guessed value."""
+from __future__ import annotations
+
+from assets.editing.repairs import (
+    closest_name,
+    forgotten_import,
+    interpreter,
+    keyword,
+    missing_folder,
+    missing_import,
+    moved_import,
+    parameter_value,
+    shadowed_import,
+    task_sibling,
+)
+from assets.editing.repairs.base import Candidate, Failure, Rule
+
+RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
+    forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
+    keyword, moved_import, interpreter, closest_name, parameter_value))
+
+__all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
+
+
+def rule(name: str) -> Rule:
+    try:
+        return next(r for r in RULES if r.name == name)
+    except StopIteration:
+        raise ValueError(f"unknown repair rule {name!r} (known: {', '.join(r.name for r in RULES)})") from None

@@ -1,0 +1,74 @@
+"""What every mechanical repair rule shares: the failure it reads (`Failure`: the code, the
+bounded error message, the innermost frame in the edited file, the interpreter's "Did you mean"
+hint and the wrong name the message is about), the edit it returns (`Candidate`) and its entry
+in the registry (`Rule`)."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from assets.editing.code_reading import NAME
+from schemas.records import Attempt, TraceFrame
+
+DID_YOU_MEAN = re.compile(rf"Did you mean:? '({NAME})'\?")
+# the wrong name in each kind of message, and how it appears in the code
+WRONG = (
+    (re.compile(rf"^(?:NameError|UnboundLocalError): (?:name|cannot access \w+ variable) '({NAME})'"), "name"),
+    (re.compile(rf"^[\w.]*AttributeError: .*has no attribute '({NAME})'"), "attribute"),
+    (re.compile(rf"^ImportError: cannot import name '({NAME})'"), "name"),
+    (re.compile(rf"^TypeError: .*got an unexpected keyword argument '({NAME})'"), "keyword"),
+)
+IMPORT_FROM = re.compile(rf"^ImportError: cannot import name '{NAME}' from '([\w.]+)'")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed run as the rules read it. `error` is already bounded (tracebacks.clip)."""
+    code: str
+    error: str
+    failed: Attempt
+    code_file: str
+    folder: Path | None = None
+    lines: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lines", self.code.splitlines(keepends=True))
+
+    @cached_property
+    def frame(self) -> TraceFrame | None:
+        """The innermost frame in the edited file; None when the error arose elsewhere."""
+        return next((f for f in reversed(self.failed.frames) if f.file == self.code_file), None)
+
+    @cached_property
+    def hint(self) -> str | None:
+        """The name the interpreter suggests ("Did you mean: 'factor'?")."""
+        m = DID_YOU_MEAN.search(self.error)
+        return m.group(1) if m else None
+
+    @cached_property
+    def wrong(self) -> tuple[str, str] | None:
+        """(kind, name) of the wrong name the message is about, when it has a frame in the
+        edited file at a line of the code; kind: name, attribute or keyword."""
+        if self.frame is None or not 1 <= self.frame.line <= len(self.lines):
+            return None
+        for pattern, kind in WRONG:
+            if (w := pattern.match(self.error)) is not None:
+                return kind, w.group(1)
+        return None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    code: str
+    what: str  # e.g. "line 5: factr -> factor (the interpreter's suggestion)"
+    sure: bool = True  # the message or a library names the fix: tried before the LLM's, not after
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    description: str  # one line: the failure it reads and the edit it makes
+    apply: Callable[[Failure], Candidate | None]
