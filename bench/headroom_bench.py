@@ -66,7 +66,8 @@ def apply_all(code: str, ms) -> str:
 
 
 def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None, pairs: int = 0) -> dict:
-    from assets.run_results.experimenting import baseline_values, repeat_seeds, run_with_repair
+    from assets.run_results.repair_search import RepairPolicy, run_with_repair
+    from assets.run_results.seeds import baseline_values, repeat_seeds
     from assets.shared.verdicts import judge_seeds
     from resources.paths import resolve_topic_dir
     from resources.runner import Runner
@@ -94,10 +95,10 @@ def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None,
             log(f"{topic}: {tag}: {e}")
             return {**row_of(ms), "status": "failed", "error": str(e), "seed_values": [], "verdict": "failed",
                     "reason": "", "delta": None, "seconds": 0.0}
-        common = dict(runner=runner, llm=None, idea_id=tag, title="", edit_format="functions", log=lambda s: None,
-                      suggestions=False, memo=False)
+        common = dict(runner=runner, idea_id=tag, log=lambda s: None,
+                      policy=RepairPolicy(edit_format="functions", suggestions=False, memo=False))
         at = work / Path(topic).name / tag  # a topic given as an absolute folder must not land inside itself
-        first = run_with_repair(spec, new, workdir=at, max_repairs=0, **common)
+        first = run_with_repair(spec, new, workdir=at, **common)
         seeded = repeat_seeds(spec, first, runner, at / "seeds", log=lambda s: None, gate=False)
         row = {**row_of(ms), "status": seeded.status, "error": seeded.reason if seeded.status != "success" else "",
                "seed_values": seeded.seed_values or ([seeded.metric_value] if seeded.metric_value is not None

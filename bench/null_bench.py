@@ -101,7 +101,8 @@ def main() -> int:
         write_section("verdicts", report(json.loads(RECORD.read_text())), "null")
         return 0
 
-    from assets.run_results.experimenting import repeat_seeds, run_with_repair
+    from assets.run_results.repair_search import run_with_repair
+    from assets.run_results.seeds import repeat_seeds
     from assets.shared.verdicts import ALPHA, judge, judge_seeds, seed_summary
     from resources.paths import under_home
     from resources.runner import Runner
@@ -123,16 +124,15 @@ def main() -> int:
             runs["n"] += 1
         print(f"[{time.time() - t0:6.0f}s] {msg}", flush=True)
 
-    base = run_with_repair(spec, ref, runner=runner, llm=None, workdir=work / "baseline", idea_id="baseline",
-                           title="baseline", max_repairs=0, edit_format="whole", log=log)
+    base = run_with_repair(spec, ref, runner=runner, workdir=work / "baseline", idea_id="baseline", title="baseline",
+                           log=log)
     base = repeat_seeds(spec, base, runner, work / "baseline", log=log, gate=False)
     assert base.status == "success", base.reason
     base_mean = seed_summary(base.seed_values)[0]
     trials = []
 
     def trial(group: str, name: str, kind: str, code: str) -> None:
-        first = run_with_repair(spec, code, runner=runner, llm=None, workdir=work / name, idea_id=name, title=name,
-                                max_repairs=0, edit_format="whole", log=log)
+        first = run_with_repair(spec, code, runner=runner, workdir=work / name, idea_id=name, title=name, log=log)
         r = repeat_seeds(spec, first, runner, work / name, log=log, reference=base_mean)
         row = {"group": group, "name": name, "kind": kind, "status": r.status, "reason": r.reason,
                "seed_values": r.seed_values}

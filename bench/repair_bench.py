@@ -3,7 +3,7 @@
 Every variant in bench/broken/<suite>/manifest.jsonl is a topic's experiment with one bug
 (an edit of the reference, bench/broken_suite.py). For each debugging mode (structure / traceback /
 error) the repair loop
-(`assets.run_results.experimenting.run_with_repair`, the same code the loop and `researchloop debug`
+(`assets.run_results.repair_search.run_with_repair`, the same code the loop and `researchloop debug`
 use) runs it with the topic's quick `check` command (a dry run that executes every line on
 tiny data), asks the LLM for up to MAX_REPAIRS fixes (default: the topic budget's default, 5), and
 applies the honesty check.
@@ -38,15 +38,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int, fmt: str | None) -> dict:
-    from assets.run_results.experimenting import RunTarget, run_with_repair
+    from assets.run_results.experimenting import RunTarget
+    from assets.run_results.repair_search import RepairPolicy, run_with_repair
     from resources.paths import under_home
 
     workdir = under_home("bench", mode, variant["name"])
     n0 = len(llm.calls())
     t0 = time.monotonic()
     res = run_with_repair(RunTarget.of_topic(spec, "check"), variant["code"], runner=runner, llm=llm,
-                          workdir=workdir, idea_id=variant["name"], title="", max_repairs=max_repairs,
-                          edit_format="whole", mode=mode, repair_format=fmt, memo=False, log=lambda s: None)
+                          workdir=workdir, idea_id=variant["name"], log=lambda s: None,
+                          policy=RepairPolicy(max_repairs=max_repairs, mode=mode, repair_format=fmt, memo=False))
     calls = llm.calls()[n0:]
     row = {
         "name": variant["name"], "kind": variant["kind"], "mode": mode, "fixed": res.status == "success",
@@ -262,7 +263,7 @@ def main() -> None:
     out_json = Path(os.environ.get("OUT", ROOT / "bench" / f"repair_results{suffix(suite)}.json"))
     spec = load_topic(resolve_topic_dir(SUITES[suite]))
     llm, runner = LLM(), Runner()
-    from assets.run_results.experimenting import default_repair_format
+    from assets.run_results.repair_search import default_repair_format
 
     fmt_used = fmt or default_repair_format(llm, "whole")
     variants = [v for v in load_suite(suite) if not only or v["name"] in only]

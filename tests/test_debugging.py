@@ -15,11 +15,8 @@ import pytest
 
 from assets.editing.resampling import NO_OP_RESAMPLES, RESAMPLE_TEMPERATURE
 from assets.editing.tracebacks import MARK, format_frames, own_frames
-from assets.run_results.experimenting import (
-    RunTarget,
-    default_repair_format,
-    run_with_repair,
-)
+from assets.run_results.experimenting import RunTarget
+from assets.run_results.repair_search import RepairPolicy, default_repair_format, run_with_repair
 from resources.paths import REPO_ROOT
 from resources.runner import Runner
 from tests.fake_llm import FakeLLMServer
@@ -99,10 +96,11 @@ def target(script: Path, **kw) -> RunTarget:
     return RunTarget(folder=script.parent, code_file=script.name, command=("python", script.name), timeout_s=60, **kw)
 
 
-def repair_loop(script, llm, tmp_path, **kw):
+def repair_loop(script, llm, tmp_path, **policy):
+    """The repair search on `script`; `policy`: RepairPolicy fields (default: 2 repairs, functions format)."""
     return run_with_repair(target(script), script.read_text(), runner=Runner(), llm=llm, workdir=tmp_path / "work",
-                           idea_id="calc", title="", max_repairs=kw.pop("max_repairs", 2), edit_format="functions",
-                           log=lambda s: None, **kw)
+                           idea_id="calc", log=lambda s: None,
+                           policy=RepairPolicy(**{"max_repairs": 2, "edit_format": "functions", **policy}))
 
 
 # -- traceback parsing: frames two levels deep, the reduced traceback ---------------------
@@ -199,7 +197,7 @@ def test_unparsable_file_is_rewritten_whole(tmp_path):
     whole = "```python\nprint('a')\n```"
     llm = FakeLLM(fix=whole)
     res = run_with_repair(target(folder / "s.py"), "print('a'\n", runner=Runner(), llm=llm, workdir=tmp_path / "w",
-                          idea_id="s", title="", max_repairs=1, edit_format="functions", mode="traceback",
+                          idea_id="s", policy=RepairPolicy(max_repairs=1, edit_format="functions", mode="traceback"),
                           log=lambda s: None)
     assert res.status == "success" and "SyntaxError" in res.attempts[0].error
     assert "Return the complete new s.py" in llm.prompt()
@@ -211,9 +209,8 @@ def test_env_reaches_the_script_and_attempts_are_reported(tmp_path):
     code = "import os\nprint('value', os.environ['RL_TEST_VALUE'])\n"
     (folder / "e.py").write_text(code)
     seen = []
-    res = run_with_repair(target(folder / "e.py"), code, runner=Runner(), llm=None, workdir=tmp_path / "w",
-                          idea_id="e", title="", max_repairs=0, edit_format="whole", log=lambda s: None,
-                          env={"RL_TEST_VALUE": "42"}, on_attempt=seen.append)
+    res = run_with_repair(target(folder / "e.py"), code, runner=Runner(), workdir=tmp_path / "w", idea_id="e",
+                          log=lambda s: None, env={"RL_TEST_VALUE": "42"}, on_attempt=seen.append)
     assert res.status == "success" and "value 42" in res.attempts[0].stdout_tail
     assert seen == res.attempts
 
@@ -370,7 +367,7 @@ def test_a_no_op_fix_is_asked_again_sampled(script, tmp_path):
 # -- a fix that breaks the script is undone ------------------------------------------------
 
 def test_written_lines_and_broken_by_fix():
-    from assets.run_results.experimenting import broken_by_fix, written_lines
+    from assets.run_results.repair_search import broken_by_fix, written_lines
     from schemas.records import Attempt, TraceFrame
 
     old, new = "a = 1\nb = 2\nc = 3\n", "a = 1\nb = two\nextra = 0\nc = 3\n"

@@ -15,12 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from assets.run_results.experimenting import (
-    RunTarget,
-    baseline_values,
-    repeat_seeds,
-    run_once,
-)
+from assets.run_results.experimenting import RunTarget, run_once
+from assets.run_results.seeds import baseline_values, repeat_seeds
 from resources.sandbox import ProcessResult
 from schemas.records import RunResult
 from schemas.topic import ExecutionSpec, load_topic
@@ -366,7 +362,7 @@ def test_a_better_but_not_significant_result_gets_a_second_look_on_both_sides(tm
     """p = 0.21 on 3 vs 3 seeds: seeds 3..5 run for the idea and for the reference code (once per
     reference code: a second idea reuses them); 6 vs 6 is then significant at the second look's
     0.02, which 6 vs the first 3 would not be."""
-    from assets.run_results.experimenting import second_look_seeds
+    from assets.run_results.seeds import second_look_seeds
     from assets.shared.verdicts import ALPHA_SECOND_LOOK, judge_seeds
 
     spec, runner = topic(tmp_path), CodeRunner()
@@ -388,7 +384,7 @@ def test_a_better_but_not_significant_result_gets_a_second_look_on_both_sides(tm
 
 
 def test_no_second_look_when_significant_far_off_switched_off_or_the_reference_fails(tmp_path):
-    from assets.run_results.experimenting import second_look_seeds
+    from assets.run_results.seeds import second_look_seeds
 
     spec, runner = topic(tmp_path), CodeRunner()
     first = _first_look(spec)

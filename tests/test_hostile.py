@@ -549,7 +549,8 @@ def test_a_killed_memo_write_never_blocks_resume(tmp_path: Path):
 
 @needs_bwrap
 def test_corrupt_result_memo_is_recomputed(tmp_path: Path):
-    from assets.run_results.experimenting import RunTarget, code_hash, run_with_repair
+    from assets.run_results.experimenting import RunTarget, code_hash
+    from assets.run_results.repair_search import run_with_repair
 
     tpl = tmp_path / "tpl"
     tpl.mkdir()
@@ -561,12 +562,10 @@ def test_corrupt_result_memo_is_recomputed(tmp_path: Path):
     memo = work / f"result-{code_hash(code, t)}-0.json"
     memo.write_text('{"idea_id": "x", "status": "succ')  # a write cut off by a kill
     logs: list[str] = []
-    r = run_with_repair(t, code, runner=Runner(), llm=None, workdir=work, idea_id="x", title="", max_repairs=0,
-                        edit_format="whole", log=logs.append)
+    r = run_with_repair(t, code, runner=Runner(), workdir=work, idea_id="x", log=logs.append)
     assert r.status == "success" and r.attempts and "ran" in r.attempts[0].stdout_tail, r
     assert any("corrupt memo" in m for m in logs), logs
-    again = run_with_repair(t, code, runner=Runner(), llm=None, workdir=work, idea_id="x", title="", max_repairs=0,
-                            edit_format="whole", log=logs.append)
+    again = run_with_repair(t, code, runner=Runner(), workdir=work, idea_id="x", log=logs.append)
     assert again == r and "reusing" in logs[-1]
 
 

@@ -12,13 +12,8 @@ import pytest
 
 from assets.editing.error_notes import HINTS, error_notes, explain, name_notes
 from assets.editing.tracebacks import MAX_ERROR_CHARS, error_line, local_structure, own_frames
-from assets.run_results.experimenting import (
-    FINAL_INFO_BYTES,
-    RunTarget,
-    metrics_from_output,
-    read_final_info,
-    run_with_repair,
-)
+from assets.run_results.experimenting import FINAL_INFO_BYTES, RunTarget, metrics_from_output, read_final_info
+from assets.run_results.repair_search import run_with_repair
 from assets.shared.verdicts import MAX_METRICS, parse_metrics
 from schemas.records import TraceFrame
 from tests.test_execution import SCRIPT, FakeRunner, topic
@@ -165,9 +160,8 @@ def test_bad_final_info_is_recorded_and_a_rerun_reuses_the_record(tmp_path: Path
     runner = FinalInfoRunner(text)
 
     def run():
-        return run_with_repair(RunTarget.of_topic(spec), SCRIPT, runner=runner, llm=None, workdir=tmp_path / "w",
-                               idea_id="seedy/r1/x", title="", max_repairs=0, edit_format="whole",
-                               log=lambda m: None)
+        return run_with_repair(RunTarget.of_topic(spec), SCRIPT, runner=runner, workdir=tmp_path / "w",
+                               idea_id="seedy/r1/x", log=lambda m: None)
 
     result = run()
     assert result.status == "failed" and reason in result.reason

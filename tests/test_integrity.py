@@ -11,12 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from assets.run_results.experimenting import (
-    OUT_DIR,
-    RunTarget,
-    run_once,
-    run_with_repair,
-)
+from assets.run_results.experimenting import OUT_DIR, RunTarget, run_once
+from assets.run_results.repair_search import RepairPolicy, run_with_repair
 from resources.runner import Runner
 from schemas.topic import load_topic
 from tests.topic_checks import needs_bwrap
@@ -36,8 +32,8 @@ def _accuracy_of(submission: Path) -> float:
 
 
 def _run(spec, code: str, tmp_path: Path, name: str = "w"):
-    return run_with_repair(spec, code, runner=Runner(), llm=None, workdir=tmp_path / name, idea_id=name, title=name,
-                           max_repairs=0, edit_format="whole", memo=False)
+    return run_with_repair(spec, code, runner=Runner(), workdir=tmp_path / name, idea_id=name, title=name,
+                           policy=RepairPolicy(memo=False))
 
 
 def test_a_benchmark_folder_runs_with_only_a_topic_yaml(tmp_path):

@@ -276,7 +276,7 @@ def _toy_target():
 @pytest.mark.slow
 @needs_bwrap
 def test_attempts_run_on_the_cluster_and_survive_a_lost_worker(ray_cluster, tmp_path, monkeypatch):
-    from assets.run_results.experimenting import run_with_repair
+    from assets.run_results.repair_search import RepairPolicy, run_with_repair
     from resources.runner import Runner
 
     target, code = _toy_target()
@@ -291,9 +291,9 @@ def test_attempts_run_on_the_cluster_and_survive_a_lost_worker(ray_cluster, tmp_
 
     def run(name, c):
         try:
-            results[name] = run_with_repair(target, c, runner=Runner(), llm=None, workdir=tmp_path / "ws" / name,
-                                            idea_id=name, title=name, max_repairs=0, edit_format="whole",
-                                            log=lambda m: None, memo=False)
+            results[name] = run_with_repair(target, c, runner=Runner(), workdir=tmp_path / "ws" / name,
+                                            idea_id=name, title=name, log=lambda m: None,
+                                            policy=RepairPolicy(memo=False))
         except Exception as e:  # noqa: BLE001 - recorded and asserted on below
             errors.append((name, e))
 
@@ -328,8 +328,8 @@ def test_attempts_run_on_the_cluster_and_survive_a_lost_worker(ray_cluster, tmp_
     ray_cluster.add()                                              # back to two nodes
     watcher = ray_cluster.kill_when_running(SLOW_MARK + " again")
     lost = run_with_repair(target, _slow(code, 8).replace(SLOW_MARK, SLOW_MARK + " again"), runner=Runner(),
-                           llm=None, workdir=tmp_path / "ws" / "lost", idea_id="lost", title="lost", max_repairs=0,
-                           edit_format="whole", log=lambda m: None, memo=False)
+                           workdir=tmp_path / "ws" / "lost", idea_id="lost", title="lost", log=lambda m: None,
+                           policy=RepairPolicy(memo=False))
     watcher.join(timeout=5)
     assert len(ray_cluster.killed) == 1
     assert lost.status == "failed" and "Ray worker" in lost.attempts[0].error and "lost" in lost.attempts[0].error
@@ -388,7 +388,8 @@ def test_a_topics_execution_block_sends_its_seeds_to_the_nodes_with_its_resource
     `execution: {backend: ray, resources: {gpu_slot: 1}}`. With a third node that has a CPU but
     no gpu_slot, every attempt (seed 0, then seeds 1 and 2 side by side) runs on Ray, on the two
     nodes holding a gpu_slot only."""
-    from assets.run_results.experimenting import repeat_seeds, run_with_repair
+    from assets.run_results.repair_search import run_with_repair
+    from assets.run_results.seeds import repeat_seeds
     from resources.runner import Runner
     from schemas.records import RunResult
     from schemas.topic import load_topic
@@ -405,8 +406,8 @@ def test_a_topics_execution_block_sends_its_seeds_to_the_nodes_with_its_resource
     (topic / "exp.py").write_text(SEEDY)
     spec = load_topic(topic)
     work = tmp_path / "work"
-    first = run_with_repair(spec, SEEDY, runner=Runner(), llm=None, workdir=work, idea_id="seedy/r1/x", title="x",
-                            max_repairs=0, edit_format="whole", log=lambda m: None)
+    first = run_with_repair(spec, SEEDY, runner=Runner(), workdir=work, idea_id="seedy/r1/x", title="x",
+                            log=lambda m: None)
     r = repeat_seeds(spec, first, Runner(), work, log=lambda m: None, reference=0.5)
     assert r.status == "success" and r.seed_values == pytest.approx([0.80, 0.81, 0.82]), r
     logs = list(work.rglob("*.stdout.log"))

@@ -74,7 +74,8 @@ def test_seeds_need_the_placeholder():
 
 def test_repeat_seeds_runs_the_final_code_per_seed(tmp_path, monkeypatch):
     """Real sandboxed runs of a tiny script whose metric depends on the seed."""
-    from assets.run_results.experimenting import repeat_seeds, run_with_repair
+    from assets.run_results.repair_search import run_with_repair
+    from assets.run_results.seeds import repeat_seeds
     from resources.runner import Runner
     from schemas.topic import load_topic
 
@@ -89,8 +90,8 @@ def test_repeat_seeds_runs_the_final_code_per_seed(tmp_path, monkeypatch):
         "json.dump({'accuracy': 0.80 + 0.01 * a.seed}, open(os.path.join(a.out_dir, 'final_info.json'), 'w'))\n")
     spec = load_topic(topic)
     runner, work = Runner(), tmp_path / "work"
-    first = run_with_repair(spec, (topic / "exp.py").read_text(), runner=runner, llm=None, workdir=work,
-                            idea_id="seedy/r1/x", title="x", max_repairs=0, edit_format="whole")
+    first = run_with_repair(spec, (topic / "exp.py").read_text(), runner=runner, workdir=work,
+                            idea_id="seedy/r1/x", title="x")
     assert first.status == "success" and first.metric_value == pytest.approx(0.80)
     # seed 0 does not beat the reference: not repeated, one seed recorded
     kept = repeat_seeds(spec, first, runner, work, reference=0.85)
@@ -105,11 +106,8 @@ def test_repeat_seeds_runs_the_final_code_per_seed(tmp_path, monkeypatch):
 def test_candidates_repeat_only_when_seed_zero_beats_the_memoised_baseline(tmp_path, monkeypatch):
     """Real sandboxed runs: the baseline's seeds run once (memoised under DAGSTER_HOME) and are
     shared; a candidate is repeated only when its seed 0 beats their mean."""
-    from assets.run_results.experimenting import (
-        baseline_values,
-        repeat_seeds,
-        run_with_repair,
-    )
+    from assets.run_results.repair_search import run_with_repair
+    from assets.run_results.seeds import baseline_values, repeat_seeds
     from resources.runner import Runner
     from schemas.topic import load_topic
 
@@ -139,7 +137,6 @@ def test_candidates_repeat_only_when_seed_zero_beats_the_memoised_baseline(tmp_p
     for bonus, values in ((0.05, [0.85, 0.86, 0.87]), (-0.005, [0.795])):
         code = script.replace("BONUS = 0.0", f"BONUS = {bonus}")
         work = tmp_path / f"idea{bonus}"
-        first = run_with_repair(spec, code, runner=runner, llm=None, workdir=work, idea_id="seedy/r1/x", title="x",
-                                max_repairs=0, edit_format="whole")
+        first = run_with_repair(spec, code, runner=runner, workdir=work, idea_id="seedy/r1/x", title="x")
         assert repeat_seeds(spec, first, runner, work).seed_values == pytest.approx(values)
     assert len(calls) == 3 + 3 + 1

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from assets.run_results.experimenting import OUT_DIR, run_with_repair
+from assets.run_results.experimenting import OUT_DIR
+from assets.run_results.repair_search import RepairPolicy, run_with_repair
 from resources.runner import Runner
 from tests.topic_checks import needs_bwrap, topic
 
@@ -29,8 +30,8 @@ def test_topic_loads_with_a_scorer_and_hidden_labels():
 def test_baseline_is_scored_from_the_hidden_labels(tmp_path):
     spec = topic(NAME)
     code = spec.code_path.read_text()
-    r = run_with_repair(spec, code, runner=Runner(), llm=None, workdir=tmp_path / "b", idea_id="b", title="b",
-                        max_repairs=0, edit_format="whole", memo=False)
+    r = run_with_repair(spec, code, runner=Runner(), workdir=tmp_path / "b", idea_id="b", title="b",
+                        policy=RepairPolicy(memo=False))
     assert r.status == "success", r.reason
     assert 0.4 < r.metric_value < 0.65 and r.metrics["mae"] > 0  # ridge on this split: R2 0.53 when measured
     ws = tmp_path / "b" / "attempt-1"
@@ -41,8 +42,8 @@ def test_baseline_is_scored_from_the_hidden_labels(tmp_path):
                         '    json.dump({"r2": 1.0}, g)\nwith open(os.devnull, "w", newline="") as f:')
     liar = liar.replace("import argparse\n", "import argparse\nimport json\n")
     assert liar.count("json.dump") == 1
-    bad = run_with_repair(spec, liar, runner=Runner(), llm=None, workdir=tmp_path / "l", idea_id="l", title="l",
-                          max_repairs=0, edit_format="whole", memo=False)
+    bad = run_with_repair(spec, liar, runner=Runner(), workdir=tmp_path / "l", idea_id="l", title="l",
+                          policy=RepairPolicy(memo=False))
     assert bad.status == "failed" and "no predictions.csv" in bad.reason
     assert json.loads((tmp_path / "l" / "attempt-1" / OUT_DIR / "final_info.by_experiment.json").read_text()) == {
         "r2": pytest.approx(1.0)}

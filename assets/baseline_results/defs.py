@@ -2,7 +2,7 @@
 import dagster as dg
 import polars as pl
 
-from assets.run_results.experimenting import run_reference
+from assets.run_results.seeds import run_reference
 from assets.shared.checks import E, expectation_check
 from assets.shared.metadata import topic_metadata
 from assets.shared.partitions import topic_partitions

@@ -9,6 +9,9 @@ from assets.editing.prompts import RULES, system_prompt
 
 MODES = ("structure", "traceback", "error")
 
+# the re-ask after an answer that gave back a version already run (repair_search.run_with_repair)
+DIFFERENT_CHANGE = "A different change is needed"
+
 GENERIC_RULES = ("Keep what the script does: its training, its evaluation and the results it writes. "
                  "Do not silence the error with try/except.")
 
@@ -42,13 +45,19 @@ def analyse(code: str, filename: str, error: str, structure: str, title: str = "
 
 def fix(code: str, filename: str, edit_format: str, error: str, structure: str, title: str,
         *, mode: str = "structure", analysis: str = "",
-        generic: bool = False, notes: str = "", rejected: str = "", unhelpful: str = "") -> list[dict]:
-    """Step 2 (or the only step): propose the fix, in `mode` (see experimenting.MODES); with
+        generic: bool = False, notes: str = "", rejected: str = "", unhelpful: str = "",
+        repeated: str = "") -> list[dict]:
+    """Step 2 (or the only step): propose the fix, in `mode` (see repair_search.MODES); with
     `generic` (a plain script, not a topic) the rules speak of the script, not final_info.json.
     `rejected`: a fix of this code that broke the script; `unhelpful`: fixes after which it
-    still failed with the same error (both were run and set aside by the repair search)."""
+    still failed with the same error (both were run and set aside by the repair search).
+    `repeated` (`repeated_versions`): the last answer gave back a version already run; the
+    versions already run are shown instead of `rejected` and `unhelpful`, and a different
+    change asked for."""
     note = f"\nAnalysis of the error:\n{analysis.strip()}\n" if mode == "structure" and analysis.strip() else ""
-    if rejected.strip():
+    if repeated.strip():
+        note += repeated.strip() + "\n"
+    elif rejected.strip():
         note += ("\nThis fix was tried already and made things worse; do not propose it again:\n"
                  f"{rejected.strip()}\n")
     if unhelpful.strip():
@@ -63,3 +72,17 @@ def fix(code: str, filename: str, edit_format: str, error: str, structure: str, 
             f"{GENERIC_RULES if generic else RULES}\n"
             + instructions(edit_format, filename))},
     ]
+
+
+def repeated_versions(attempt: int, current: bool, shown: list[tuple[str, str]]) -> str:
+    """The note of the re-ask after a repeat: the last answer gave the version `attempt` ran
+    (`current`: the code being fixed itself); `shown`: (diff against the current code, the error
+    it ran into) of the versions already run, cut to their budget by the caller."""
+    said = (f"\nYour last answer gives back the current code (run as attempt {attempt}) without a change to "
+            "what it does, so it would fail again the same way." if current else
+            f"\nYour last answer gives back a version of the file that was already run (attempt {attempt}), "
+            "so running it again would only repeat that result.")
+    listed = "".join(f"\nAlready run, as a change of the current code:\n{d}\nWith it, the script failed with: {e}\n"
+                     for d, e in shown)
+    return (said + listed + f"\n{DIFFERENT_CHANGE}: do not return any of these versions again; find the cause "
+            "of the error in the code and change something else.")

@@ -4,15 +4,10 @@ import math
 import re
 
 from assets.editing.drafts import cheap_order, program_hash
-from assets.run_results.experimenting import (
-    OUT_DIR,
-    RunTarget,
-    each_at_once,
-    repeat_seeds,
-    run_with_repair,
-    second_look_seeds,
-)
+from assets.run_results.experimenting import OUT_DIR, RunTarget
+from assets.run_results.repair_search import RepairPolicy, run_with_repair
 from assets.run_results.screening import RULE_CHEAP, RULE_SCREENED, full_run_order, next_wave, pick_best
+from assets.run_results.seeds import each_at_once, repeat_seeds, second_look_seeds
 from resources.llm import LLM
 from resources.paths import under_home
 from resources.runner import chosen_backend
@@ -84,13 +79,13 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
     when the topic has `screen:`, full runs (with repairs) go to the best until `budget.promote`
     succeeded, the best full metric is the result and only it repeats its seeds. `reference`: the
     mean of the round's reference code's seeds, which seed 0 must beat for the seeds to be repeated
-    (None: the baseline's, see experimenting.repeat_seeds). `reference_code`: the round's
+    (None: the baseline's, see seeds.repeat_seeds). `reference_code`: the round's
     reference code; a full run whose repairs turned the draft back into it counts as failed
     (`undone`), and an idea whose chosen run was undone is not implemented. `reference_metrics`:
     what the reference code's seed-0 run reported; a full run that reports the same is failed
     too (`no_effect`), so the next draft gets its full run, and an idea left with only such runs
     is not implemented. `reference_values`: the reference code's seed values, against which a
-    better but not yet significant result gets its second look (experimenting.second_look_seeds).
+    better but not yet significant result gets its second look (seeds.second_look_seeds).
 
     On the ray backend (`chosen_backend`, as for the seeds) the drafts' screen runs are submitted
     together, and the full runs go in waves (screening.next_wave): the next `promote` minus
@@ -124,14 +119,14 @@ def run_idea(spec: TopicSpec, patch: Patch, idea: FilteredIdea, llm: LLM, runner
         return [run(i) for i in which]
 
     def screen_run(i: int) -> RunResult:
-        return run_with_repair(RunTarget.of_topic(spec, "screen"), drafts[i].code, runner=runner, llm=None,
-                               workdir=workdir(i) / "screen", idea_id=patch.idea_id, title=idea.title, max_repairs=0,
-                               edit_format=drafts[i].edit_format, log=say(i), env=env)
+        return run_with_repair(RunTarget.of_topic(spec, "screen"), drafts[i].code, runner=runner,
+                               workdir=workdir(i) / "screen", idea_id=patch.idea_id, title=idea.title,
+                               policy=RepairPolicy(edit_format=drafts[i].edit_format), log=say(i), env=env)
 
     def full_run(i: int) -> RunResult:
+        policy = RepairPolicy(max_repairs=spec.budget.debug_attempts, edit_format=drafts[i].edit_format)
         r = run_with_repair(spec, drafts[i].code, runner=runner, llm=llm, workdir=workdir(i), idea_id=patch.idea_id,
-                            title=idea.title, max_repairs=spec.budget.debug_attempts,
-                            edit_format=drafts[i].edit_format, log=say(i), env=env)
+                            title=idea.title, policy=policy, log=say(i), env=env)
         r = no_effect(undone(r, reference_code), reference_metrics or {})
         if not_the_idea(r):
             say(i)(f"{patch.idea_id}: {r.reason}")

@@ -16,7 +16,7 @@ The rule (successive halving with two rungs, the second of size `budget.promote`
    On the ray backend the screen runs go together and the full runs go in waves (`next_wave`):
    each wave submits the next `promote` minus successes so far drafts at once.
 3. The idea's result is the successful full run with the best metric (ties: the earlier in the
-   ranking); only it repeats its seeds (assets/run_results/experimenting.py `repeat_seeds`). With
+   ranking); only it repeats its seeds (assets/run_results/seeds.py `repeat_seeds`). With
    no success, the result is the first full run's failure.
 
 Full runs cost `promote` (plus one per draft that fails its full run) instead of one per draft;

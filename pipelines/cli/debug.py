@@ -1,5 +1,5 @@
 """`researchloop debug SCRIPT`: run any Python script in the sandbox and repair it from its
-traceback, with the same loop the research rounds use (`assets.run_results.experimenting.run_with_repair`).
+traceback, with the same loop the research rounds use (`assets.run_results.repair_search.run_with_repair`).
 
   researchloop debug train.py                       # up to 3 repairs, writes train.fixed.py
   researchloop debug train.py --max-attempts 0      # just run it once, sandboxed
@@ -30,12 +30,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from assets.editing.edit_formats import EDIT_FORMATS
-from assets.run_results.experimenting import (
-    MODES,
-    RunTarget,
-    default_repair_format,
-    run_with_repair,
-)
+from assets.run_results.experimenting import RunTarget
+from assets.run_results.repair_search import MODES, RepairPolicy, default_repair_format, run_with_repair
 from pipelines.cli.common import ensure_home, plain
 from resources.llm import LLM, usage_totals
 from resources.local_llm import server_status
@@ -178,10 +174,10 @@ def cmd_debug(args) -> int:
 
     try:
         with err.status(f"debugging {script.name}"):
+            policy = RepairPolicy(max_repairs=args.max_attempts, edit_format=fmt, mode=args.mode, repair_format=fmt,
+                                  memo=False, suggestions=not args.no_suggestions)
             result = run_with_repair(target, original, runner=Runner(), llm=llm, workdir=workdir,
-                                     idea_id=script.name, title="", max_repairs=args.max_attempts, edit_format=fmt,
-                                     mode=args.mode, repair_format=fmt, memo=False, log=log,
-                                     suggestions=not args.no_suggestions)
+                                     idea_id=script.name, policy=policy, log=log)
     finally:
         if started_server and not args.keep_server:
             llm.local_llm.stop()
