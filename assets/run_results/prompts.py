@@ -56,13 +56,14 @@ def fix(code: str, filename: str, edit_format: str, error: str, structure: str, 
     change asked for."""
     note = f"\nAnalysis of the error:\n{analysis.strip()}\n" if mode == "structure" and analysis.strip() else ""
     if repeated.strip():
-        note += repeated.strip() + "\n"
-    elif rejected.strip():
-        note += ("\nThis fix was tried already and made things worse; do not propose it again:\n"
-                 f"{rejected.strip()}\n")
-    if unhelpful.strip():
-        note += ("\nThis fix was tried already and the script still failed with the same error, so it "
-                 f"missed the cause; find another one:\n{unhelpful.strip()}\n")
+        note += "\n" + repeated.strip() + "\n"
+    else:
+        if rejected.strip():
+            note += ("\nThis fix was tried already and made things worse; do not propose it again:\n"
+                     f"{rejected.strip()}\n")
+        if unhelpful.strip():
+            note += ("\nThis fix was tried already and the script still failed with the same error, so it "
+                     f"missed the cause; find another one:\n{unhelpful.strip()}\n")
     return [
         {"role": "system", "content": system_prompt(code, filename)},
         {"role": "user", "content": (
