@@ -276,7 +276,8 @@ class Attempt(BaseModel):
     # what the error means + definitions of the names it is about (assets/editing/error_notes.py)
     error_notes: str = ""
     analysis: str = ""              # the LLM's error-related code structure ("structure" debugging)
-    fix_status: str | None = None   # ok | not_applied | no_op | syntax_error | dishonest | llm_failed
+    fix_status: str | None = None   # ok | not_applied | no_op | syntax_error | dishonest | llm_failed |
+                                    # other_file (edits another file) | repeated (gave back a version run)
     fix_error: str | None = None    # why the repair after this attempt failed
     fix_diff: str = ""
     fix_resamples: int = 0          # sampled re-asks after fixes that changed nothing
