@@ -1,5 +1,4 @@
-"""The `tuning` idea source (topic.yaml `ideation.sources: [..., tuning]`): ideas that move one
-hyper-parameter of the round's code, found and changed without the LLM.
+"""The knobs of a round's code for the `tuning` idea source, found without the LLM.
 
 A *knob* is a numeric literal the code sets under a conventional hyper-parameter name: a
 top-level or function-level constant (`EPOCHS = 4`), an argparse default (`--lr ... default=1e-3`),
@@ -7,22 +6,14 @@ a keyword argument (`Adam(..., lr=1e-3)`, `Ridge(alpha=1.0)`), a function's defa
 class field (a dataclass config) or a dict entry with a string key (`{"learning_rate": 0.1}`).
 Only names of known kinds count (learning rate, training length, width, depth, dropout, weight
 decay, penalty, batch size, label smoothing); seeds, data sizes, splits and anything unnamed are
-never touched, so a move cannot change what the evaluation measures.
+never touched, so a move cannot change what the evaluation measures. The knob kinds are generic
+conventions of ML code, not fitted to the shipped topics.
 
-A *move* sets one knob to a new value (`moves`: a multiplicative step for rates and sizes, an
-additive one for dropout and depth). Over rounds this is a coordinate search carried by the
-loop's own machinery: a move is an idea like any other (its own plan, draft, runs on the topic's
-seeds and verdict), an improving move becomes the next round's reference when the topic stacks
-wins (the default), and the next round continues a knob that improved in the same direction,
-tries the other direction of a knob whose move made the metric significantly worse, never
-proposes a value a knob already had, and otherwise takes the untried knobs by kind (`KIND_ORDER`).
-The knob kinds and their steps are generic conventions of ML code, not fitted to the shipped
-topics. A *swap* (`find_swaps`, kind "swap") is a knob too: the member of a known family of
-classes or functions the code calls (Ridge among scikit-learn's linear models, Adam or AdamW,
-ReLU/GELU/SiLU), moved to a sibling that takes the same arguments; swaps come after the numeric
-knobs. A *library default* (`find_defaults`, `DEFAULTS`) is a knob as well: a keyword every call of a
-known estimator or optimiser leaves unwritten, at the library's documented default, which a move
-writes into the calls; these come last."""
+A *swap* (`find_swaps`, kind "swap") is a knob too: the member of a known family of classes or
+functions the code calls (Ridge among scikit-learn's linear models, Adam or AdamW, ReLU/GELU/SiLU),
+moved to a sibling that takes the same arguments. A *library default* (`find_defaults`, `DEFAULTS`)
+is a knob as well: a keyword every call of a known estimator or optimiser leaves unwritten, at the
+library's documented default, which a move writes into the calls."""
 from __future__ import annotations
 
 import ast
@@ -30,8 +21,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from schemas.records import TuningMove
 
 MODULE = "<module>"
 
@@ -54,7 +43,7 @@ _NAMES = {
     "batch_size": r"(train_)?(batch_size|bs)|batch",
 }
 _KIND_OF = [(k, re.compile(rf"^(?:{p})$")) for k, p in _NAMES.items()]
-_INT_KINDS = {"training_length", "width", "depth", "batch_size"}
+INT_KINDS = {"training_length", "width", "depth", "batch_size"}
 _FLOAT_KINDS = {"learning_rate", "dropout", "weight_decay", "label_smoothing"}
 
 
@@ -66,7 +55,7 @@ def knob_kind(name: str, value: float | int) -> str | None:
     for kind, rx in _KIND_OF:
         if not rx.match(n):
             continue
-        if kind in _INT_KINDS and not (isinstance(value, int) and value >= 1):
+        if kind in INT_KINDS and not (isinstance(value, int) and value >= 1):
             return None
         if kind in _FLOAT_KINDS and not isinstance(value, float) and value != 0:
             return None
@@ -267,7 +256,7 @@ def find_defaults(tree: ast.Module, written: set[str]) -> list[Knob]:
             if any(name in {k.arg for k in c.keywords} for c in nodes) or key in written \
                     or knob_kind(name, value) is None:
                 continue
-            text = _as_literal(value, value)
+            text = as_literal(value, value)
             out.append(Knob(key, name, knob_kind(name, value), value, sites[0][0], sites[0][1], sites[0][2],
                             f"{name}= of {callee}() ({calls_}line {first.lineno}; not written: the library "
                             f"default {text})", function, text, sites=tuple(sites), implicit=True,
@@ -380,7 +369,7 @@ def _one_per_keyword(found: list[Knob], keyword_keys: set[str]) -> list[Knob]:
         groups.setdefault(k.key.split("#")[0], []).append(k)
     out = []
     for key, ks in groups.items():
-        if len(ks) > 1 and key in keyword_keys and all(_same(k.value, ks[0].value) for k in ks):
+        if len(ks) > 1 and key in keyword_keys and all(same_value(k.value, ks[0].value) for k in ks):
             first = ks[0]
             out.append(Knob(key, first.name, first.kind, first.value, first.line, first.col, first.end_col,
                             f"{first.where.rsplit(' (line', 1)[0]} ({len(ks)} calls, line {first.line})",
@@ -390,7 +379,7 @@ def _one_per_keyword(found: list[Knob], keyword_keys: set[str]) -> list[Knob]:
     return out
 
 
-def _as_literal(value: float | int, like: float | int) -> str:
+def as_literal(value: float | int, like: float | int) -> str:
     """`value` written as a literal of `like`'s type: 3 for ints, 0.015 or 3e-05 for floats."""
     if isinstance(like, int):
         return str(int(value))
@@ -398,41 +387,9 @@ def _as_literal(value: float | int, like: float | int) -> str:
     return text if any(c in text for c in ".en") else text + ".0"
 
 
-def _round(value: float, like: float | int) -> float | int:
-    return int(round(value)) if isinstance(like, int) else float(_as_literal(value, 0.0))
-
-
-def moves(knob: Knob) -> list[tuple[str, float | int]]:
-    """The knob's candidate values from its current one, as (direction, value), the more often
-    useful first: longer then shorter training; a faster then a slower rate; wider then narrower; more then
-    less dropout, weight decay or penalty; one layer more then one fewer; smaller then larger
-    batches. Values that round to the current one are left out."""
-    k = knob.kind
-    if k == "swap":  # the family's other members that suit every call, later ones first
-        return [("up" if j > knob.value else "down", j) for j in knob.choices]
-    v = knob.value if k in _INT_KINDS else float(knob.value)  # C=1 moves to 3.0 and 0.333, not to 3 and 0
-    if k == "training_length":  # longer first; shorter when longer did not help (over-fitting)
-        out = [("up", v * 2), ("down", max(1, v // 2))]
-    elif k in ("learning_rate", "penalty"):
-        out = [("up", v * 3), ("down", v / 3)]
-    elif k == "width":
-        out = [("up", v * 2), ("down", max(1, v // 2))]
-    elif k == "weight_decay":
-        out = [("up", 1e-4), ("up", 1e-3)] if v == 0 else [("up", v * 3), ("down", v / 3)]
-    elif k in ("dropout", "label_smoothing"):
-        step = 0.2 if k == "dropout" else 0.05
-        out = [("up", min(0.7, v + step)), ("down", max(0.0, v - step))]
-    elif k == "depth":
-        out = [("up", v + 1), ("down", max(1, v - 1))]
-    else:  # batch_size
-        out = [("down", max(1, v // 2)), ("up", v * 2)]
-    res, seen = [], set()
-    for d, x in out:
-        x = _round(x, v)
-        if not _same(x, v) and x not in seen:
-            seen.add(x)
-            res.append((d, x))
-    return res
+def round_like(value: float, like: float | int) -> float | int:
+    """`value` as a number of `like`'s type, rounded as `as_literal` writes it."""
+    return int(round(value)) if isinstance(like, int) else float(as_literal(value, 0.0))
 
 
 def source_lines(code: str) -> list[str]:
@@ -441,246 +398,6 @@ def source_lines(code: str) -> list[str]:
     return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", code)
 
 
-def apply_move(code: str, move: TuningMove) -> str:
-    """`code` with the move's knob set to its new value, then its paired knob's (a compensating pair).
-    Raises ValueError when a knob is not in `code` at its old value (the code changed since the move
-    was proposed)."""
-    new = _apply_one(code, move)
-    return _apply_one(new, move.paired) if move.paired is not None else new
-
-
-def _apply_one(code: str, move: TuningMove) -> str:
-    knob = next((k for k in find_knobs(code) if k.key == move.key), None)
-    if knob is None or not _same(knob.value, move.old):
-        raise ValueError(f"the knob {move.key} is not in the code at {move.old_text}")
-    lines = source_lines(code)
-    if knob.kind == "swap":
-        return _apply_swap(code, lines, knob, move)
-    sites = knob.sites or ((knob.line, knob.col, knob.end_col),)
-    commas = knob.commas or (False,) * len(sites)
-    for (line, col, end), comma in sorted(zip(sites, commas), reverse=True):  # later sites first: offsets hold
-        raw = lines[line - 1].encode()
-        text = f"{', ' if comma else ''}{knob.name}={move.new_text}" if knob.implicit else move.new_text
-        lines[line - 1] = (raw[:col] + text.encode() + raw[end:]).decode()
-    new = "".join(lines)
-    after = next((k for k in find_knobs(new) if k.key == move.key), None)
-    if after is None or not _same(after.value, move.new):
-        raise ValueError(f"setting {move.key} to {move.new_text} did not take")
-    return new
-
-
-def _apply_swap(code: str, lines: list[str], knob: Knob, move: TuningMove) -> str:
-    """Every call of the swap knob's member renamed to the new member; a name imported with
-    `from M import name` gets `from M import new` on the line after that import."""
-    for line, col, end in sorted(knob.sites, reverse=True):
-        raw = lines[line - 1].encode()
-        lines[line - 1] = (raw[:col] + move.new_text.encode() + raw[end:]).decode()
-    if knob.module:
-        tree = ast.parse(code)
-        imp = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == knob.module
-                   and any((a.asname or a.name) == knob.text for a in n.names))
-        indent = re.match(r"[ \t]*", lines[imp.lineno - 1]).group(0)
-        at = imp.end_lineno
-        if at == len(lines) and not lines[-1].endswith(("\n", "\r")):
-            lines[-1] += "\n"
-        lines.insert(at, f"{indent}from {knob.module} import {move.new_text}\n")
-    new = "".join(lines)
-    after = next((k for k in find_knobs(new) if k.key == move.key), None)
-    if after is None or not _same(after.value, move.new):
-        raise ValueError(f"swapping {move.old_text} for {move.new_text} did not take")
-    return new
-
-
-def move_of(knob: Knob, direction: str, value: float | int) -> TuningMove:
-    """The move setting `knob` to `value` (a swap: to its family's member number `value`)."""
-    text = SWAPS[knob.key[:-2]][1][int(value)] if knob.kind == "swap" else _as_literal(value, value)
-    return TuningMove(key=knob.key, name=knob.name, kind=knob.kind, where=knob.where, function=knob.function,
-                      direction=direction, old=knob.value, new=value, old_text=knob.text, new_text=text)
-
-
-def knob_changes(old: str, new: str) -> list[TuningMove] | None:
-    """The moves that turn `old` into `new` when the two differ only in knob values (and swaps): the
-    program the moves make from `old` has the same syntax tree as `new`. None when anything else
-    differs, or when `new` does not parse; [] for the same program."""
-    try:
-        target = ast.dump(ast.parse(new))
-    except SyntaxError:
-        return None
-    after = {k.key: k for k in find_knobs(new)}
-    out = [move_of(k, "up" if a.value > k.value else "down", a.value) for k in find_knobs(old)
-           if (a := after.get(k.key)) is not None and a.kind == k.kind and not _same(a.value, k.value)]
-    code = old
-    try:
-        for m in out:
-            code = _apply_one(code, m)
-    except ValueError:
-        return None
-    return out if ast.dump(ast.parse(code)) == target else None
-
-
-# A compensating pair: a learning rate lowered by this factor with the training length beside it raised by
-# the same factor (the rate-for-rounds trade of shrinkage in boosting, and of step size for steps in SGD).
-COMPENSATE = 3
-
-
-def partner(knobs: Sequence[Knob], rate: Knob) -> Knob | None:
-    """The training-length knob beside the learning rate `rate`, or None: for a keyword of a call
-    (`GradientBoostingRegressor(learning_rate=)`), the same callee's length keyword, written or a library
-    default; otherwise the first length knob that is not a keyword of a call, in the same top-level
-    definition (`LR` and `EPOCHS` at the top level, or the two defaults of `train()`)."""
-    lengths = [k for k in knobs if k.kind == "training_length" and k is not rate]
-    callee = rate.key.split("(", 1)[0] if rate.key.endswith("=)") else None
-    if callee is not None:
-        return next((k for k in lengths if k.key.endswith("=)") and k.key.split("(", 1)[0] == callee), None)
-    return next((k for k in lengths if not k.key.endswith("=)") and k.function == rate.function), None)
-
-
-def compensating(rate: Knob, length: Knob) -> TuningMove:
-    """The pair that lowers `rate` by COMPENSATE and raises `length` by the same factor."""
-    lr, n = _round(float(rate.value) / COMPENSATE, rate.value), _round(length.value * COMPENSATE, length.value)
-    move = move_of(rate, "down", lr)
-    return move.model_copy(update={"paired": move_of(length, "up", n)})
-
-
-def compensations(code: str) -> list[TuningMove]:
-    """Every compensating pair of `code`: one per learning-rate knob with a training length beside it."""
-    knobs = find_knobs(code)
-    return [compensating(k, p) for k in knobs if k.kind == "learning_rate" and (p := partner(knobs, k))]
-
-
-def _same(a: float, b: float) -> bool:
+def same_value(a: float, b: float) -> bool:
+    """The two knob values are equal up to the rounding of a literal read back from the code."""
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
-
-
-def same_move(a: TuningMove, b: TuningMove) -> bool:
-    """The two moves set the same knob to the same value."""
-    return a.key == b.key and _same(a.new, b.new)
-
-
-def propose(code: str, tried: Sequence[tuple[str, TuningMove, str | None]], k: int) -> list[tuple[TuningMove, str]]:
-    """Up to `k` moves for the round whose reference is `code`, one per knob, each with why it
-    was chosen. `tried`: the topic's earlier moves as (idea name, move, verdict; None: not judged).
-
-    1. A knob whose last move improved and still holds that move's value continues in the same
-       direction (a line search that stops at the first move that does not improve).
-    2. Then a knob whose last move made a significant decline (`decline`) tries the other direction:
-       the decline shows the metric is sensitive to it, and on a one-peaked response the better
-       value lies the other way (a compass search's second probe of the same coordinate).
-    3. Then the knobs no move touched yet, by KIND_ORDER then file order, their first direction;
-       the code's own literals and swaps before the library defaults it leaves unwritten (DEFAULTS).
-    4. Then the other directions of knobs already moved (a `maintenance`: the knob mattered little).
-    A value the knob already had in an earlier move (before or after it) is never proposed again.
-    A learning rate with a training length beside it (`partner`) also gets a compensating pair
-    (`_pair`): the rate 3x slower and the training 3x longer in one idea, after the other direction of a
-    slower rate's decline, and continued like (1) while pairs improve.
-    One move per knob (a pair holds both of its knobs), except that the places left after that go to a
-    swap's other members."""
-    by_key: dict[str, list[tuple[str, TuningMove, str | None]]] = {}
-    for name, m, verdict in tried:
-        by_key.setdefault(m.key, []).append((name, m, verdict))
-    ranked: list[tuple[tuple, TuningMove, str]] = []
-    knobs = find_knobs(code)
-    for pos, knob in enumerate(knobs):
-        history = by_key.get(knob.key, [])
-        had = [x for _, m, _ in history for x in (m.old, m.new)]
-        last_name, last, verdict = history[-1] if history else ("", None, None)
-        improved = last is not None and verdict == "improvement" and _same(knob.value, last.new)
-        if pair := _pair(knobs, knob, history):
-            # a continuing pair leads like a continuing move; a new one comes after the other direction of a
-            # decline (one move per knob: a slower rate's decline gets the faster rate first, then the pair)
-            ranked.append(((0, 0, pos) if pair[1].startswith("continues") else (0, 1, pos, 1), *pair))
-        for j, (direction, value) in enumerate(moves(knob)):
-            if any(_same(value, x) for x in had):
-                continue
-            if improved and last.paired is None:
-                if direction != last.direction:
-                    continue
-                rank, why = (0, 0, pos), f"continues {last_name} ({last.old_text} -> {last.new_text} improved)"
-            elif last is not None and verdict == "decline" and direction != last.direction:
-                rank, why = (0, 1, pos), (f"the other direction of {last_name} ({last.old_text} -> {last.new_text} "
-                                          "declined: the metric is sensitive to this knob)")
-            elif not history:
-                rank, why = (1, knob.implicit, KIND_ORDER.index(knob.kind), j, pos), (
-                    "first move on this knob" + (", a library default the code does not write" if knob.implicit
-                                                 else ""))
-            else:
-                earlier = ", ".join(f"{m.new_text} ({v or 'not judged'})" for _, m, v in history)
-                rank, why = (2, knob.implicit, KIND_ORDER.index(knob.kind), j, pos), \
-                    f"earlier moves on this knob: {earlier}"
-            ranked.append((rank, move_of(knob, direction, value), why))
-    out, used = [], set()
-    ranked.sort(key=lambda r: r[0])
-    for _, move, why in ranked:
-        keys = {move.key} | ({move.paired.key} if move.paired else set())
-        if not keys & used and len(out) < k:
-            used |= keys
-            out.append((move, why))
-    # a swap's other members are alternatives that do not depend on each other's verdicts (a numeric
-    # knob's next step does): once every knob has its move, the places left go to them
-    for _, move, why in ranked:
-        if move.kind == "swap" and len(out) < k and all(move is not m for m, _ in out):
-            out.append((move, why))
-    return out
-
-
-def _pair(knobs: Sequence[Knob], rate: Knob, history) -> tuple[TuningMove, str] | None:
-    """The compensating pair of the learning rate `rate` (with why), when it is due: after a pair that
-    improved and whose values the code still holds (a line search of pairs), or once a slower rate alone
-    declined from the rate the code has now (the training was too short for it); never a pair tried before."""
-    if rate.kind != "learning_rate" or (length := partner(knobs, rate)) is None:
-        return None
-    pair = compensating(rate, length)
-    if any(m.paired is not None and _same(m.new, pair.new) and _same(m.paired.new, pair.paired.new)
-           for _, m, _ in history):
-        return None
-    name, last, verdict = history[-1] if history else ("", None, None)
-    what = (f"{pair.name} {pair.old_text} -> {pair.new_text} with {pair.paired.name} {pair.paired.old_text} -> "
-            f"{pair.paired.new_text}")
-    if last is not None and last.paired is not None and verdict == "improvement" and _same(rate.value, last.new) \
-            and _same(length.value, last.paired.new):
-        return pair, f"continues {name} (the pair {last.old_text} -> {last.new_text} improved): {what}"
-    slower = [(n, m) for n, m, v in history
-              if m.paired is None and m.direction == "down" and v == "decline" and _same(m.old, rate.value)]
-    if slower:
-        n, m = slower[-1]
-        return pair, (f"{n} ({m.old_text} -> {m.new_text} alone) declined: a slower rate needs longer training, "
-                      f"so a compensating pair, {what} ({COMPENSATE}x each)")
-    return None
-
-
-@dataclass(frozen=True)
-class Places:
-    """How many of a round's places the tuning source's moves take, and why."""
-    moves: int
-    reason: str
-
-
-def _rate(wins: int, runs: int) -> float:
-    return (wins + 1) / (runs + 2)  # Laplace's rule: a kind not yet run counts as even
-
-
-def tuning_places(feedback: Sequence, tuning_ids: set[str], base: int, budget: int, adapt: bool,
-                  llm_sources: bool) -> Places:
-    """The round's places for hyper-parameter moves (ideation.tuning_moves, ideation.tuning_adapt).
-
-    Fixed: `base`. Adaptive (the default), once earlier rounds of the topic have verdicts: the budget
-    is shared between the moves and the LLM's ideas in proportion to each kind's rate of verified
-    improvements in this topic so far, (improvements + 1) / (ideas run + 2), rounded half up; never
-    fewer than `base`, and while an LLM source is on, at least one place stays for its ideas. The
-    loop's own verdicts decide, per topic, which kind of idea earns the places: nothing is fitted to
-    a topic, and with an endpoint whose ideas win the share moves back to them. `feedback` is the
-    earlier rounds' Feedback rows, `tuning_ids` the idea_ids that were moves."""
-    top = budget - 1 if llm_sources else budget
-    why = ("ideation.tuning_adapt is off" if not adapt else "no earlier verdicts" if not feedback else
-           "the budget leaves no more" if top <= base else "")
-    if why:
-        return Places(base, f"{base} (ideation.tuning_moves): {why}")
-    moves = [f for f in feedback if f.idea_id in tuning_ids]
-    others = [f for f in feedback if f.idea_id not in tuning_ids]
-    wins_m = sum(f.verdict == "improvement" for f in moves)
-    wins_o = sum(f.verdict == "improvement" for f in others)
-    rate_m, rate_o = _rate(wins_m, len(moves)), _rate(wins_o, len(others))
-    share = rate_m / (rate_m + rate_o)
-    n = min(top, max(base, math.floor(budget * share + 0.5)))
-    return Places(n, f"{n} of {budget}: moves improved {wins_m}/{len(moves)}, the LLM's ideas {wins_o}/{len(others)} "
-                     f"in earlier rounds (rates {rate_m:.2f} vs {rate_o:.2f} with one prior win and loss each)")
