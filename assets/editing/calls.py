@@ -22,6 +22,10 @@ from assets.editing.code_reading import callee, closest, import_bindings, keywor
 from assets.editing.imports import moved_import
 from assets.editing.lookup import checked, parameters
 
+# how close (difflib ratio) a parameter must be to take a wrong keyword's place before any run: a
+# typo's (n_estimator, random_sate, alpah), not a parameter that shares a word (alpha is not
+# RandomForestRegressor's ccp_alpha, whose 1.0 prunes every tree); below it the keyword is dropped
+BEFORE_RUN_CUTOFF = 0.8
 MAX_CALLS = 200  # distinct callees looked up for one script
 API_LINES = 12  # lines of api_notes by default
 API_LINE_CHARS = 300
@@ -106,7 +110,7 @@ def _keyword_edits(call: ast.Call, sig: dict) -> list[tuple[ast.keyword, str | N
     for kw in call.keywords:
         if kw.arg is None or kw.arg in {n for n, _ in params}:
             continue
-        right = closest(kw.arg, [n for n in named if n not in taken])
+        right = closest(kw.arg, [n for n in named if n not in taken], BEFORE_RUN_CUTOFF)
         if right is not None:
             taken.add(right)
         edits.append((kw, right))

@@ -12,14 +12,14 @@ NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 CUTOFF = 0.7  # how close (difflib ratio) a defined name must be to be suggested where Python named none
 
 
-def closest(wrong: str, names: list[str]) -> str | None:
+def closest(wrong: str, names: list[str], cutoff: float = CUTOFF) -> str | None:
     """The name among `names` equal to `wrong` ignoring case, else the closest by difflib (ratio
-    >= CUTOFF); None when nothing is close."""
+    >= cutoff); None when nothing is close."""
     names = [n for n in dict.fromkeys(names) if n != wrong]
     same = [n for n in names if n.lower() == wrong.lower()]
     if same:
         return same[0]
-    close = difflib.get_close_matches(wrong, names, n=1, cutoff=CUTOFF)
+    close = difflib.get_close_matches(wrong, names, n=1, cutoff=cutoff)
     return close[0] if close else None
 
 

@@ -101,7 +101,11 @@ def described(obj: object) -> dict | None:
     kinds = {inspect.Parameter.POSITIONAL_ONLY: "positional_only", inspect.Parameter.POSITIONAL_OR_KEYWORD:
              "positional", inspect.Parameter.VAR_POSITIONAL: "var_positional",
              inspect.Parameter.KEYWORD_ONLY: "keyword_only", inspect.Parameter.VAR_KEYWORD: "var_keyword"}
-    doc = (inspect.getdoc(obj) or "").strip().split("\n", 1)[0].strip()
+    name = getattr(obj, "__name__", "")
+    lines = [ln.strip() for ln in (inspect.getdoc(obj) or "").splitlines()]
+    # a compiled function's docstring starts with its signature (numpy.zeros): the text after it
+    lines = [ln for ln in lines if ln and not (name and ln.startswith(name + "("))]
+    doc = lines[0] if lines else ""
     try:
         text = str(sig)
     except BaseException:

@@ -1,14 +1,60 @@
 """The prompt pieces every code-editing prompt shares (the implementation prompt of
 assets/patched_code/prompts.py and the debugging prompts of assets/run_results/prompts.py): the
-same system message keeps the prefix the server caches."""
-from assets.shared.data_profile import code_stack
+same system message keeps the prefix the server caches. It names the language and the libraries
+of the task's own code (a scikit-learn task is not a PyTorch one); a repair's system message also
+lists the signatures of the library calls the code makes (`api=True`, assets/editing/calls.py
+`api_notes`), so the model sees what a callee really takes instead of guessing."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import PurePath
+
+from assets.editing.calls import api_notes
 
 RULES = ("Keep the command-line arguments, the data loading, the evaluation and the writing of "
          "final_info.json working exactly as they are. Keep the training time similar.")
 
+# file suffix -> (language, fence tag)
+LANGUAGES = {".py": ("Python", "python"), ".r": ("R", "r"), ".jl": ("Julia", "julia"), ".sh": ("shell", "bash"),
+             ".js": ("JavaScript", "javascript"), ".ts": ("TypeScript", "typescript"), ".c": ("C", "c"),
+             ".cpp": ("C++", "cpp"), ".cu": ("CUDA", "cuda"), ".rs": ("Rust", "rust"), ".go": ("Go", "go")}
+# how a package is called in prose; other packages go by their import name
+LIBRARY_NAMES = {"torch": "PyTorch", "sklearn": "scikit-learn", "numpy": "NumPy", "pandas": "pandas",
+                 "tensorflow": "TensorFlow", "keras": "Keras", "jax": "JAX", "flax": "Flax", "scipy": "SciPy",
+                 "xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatBoost", "transformers": "Transformers",
+                 "matplotlib": "Matplotlib", "statsmodels": "statsmodels", "torchvision": "torchvision"}
+MAX_LIBRARIES = 6
+API_HEAD = "Signatures of the library calls in this file (read from the installed libraries):"
 
-def system_prompt(code: str, filename: str) -> str:
-    # the role follows the file's own libraries (scikit-learn, NumPy, plain Python, PyTorch...)
-    return (f"You are an expert Python engineer who edits experiment code. The file is written in "
-            f"{code_stack(code)}: prefer the libraries it already uses, never switch it to another framework.\n\n"
-            f"The current {filename}:\n```python\n{code}\n```")
+
+def libraries(code: str) -> list[str]:
+    """The third-party packages the code imports (not the standard library), by their usual
+    names, in the order of their first import; [] when the code does not parse as Python."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    tops: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            tops += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            tops.append(node.module.split(".")[0])
+    tops = [t for t in dict.fromkeys(tops) if t not in sys.stdlib_module_names and t != "__future__"]
+    return [LIBRARY_NAMES.get(t, t) for t in tops][:MAX_LIBRARIES]
+
+
+def system_prompt(code: str, filename: str, *, api: bool = False) -> str:
+    """The shared system message: who edits (an engineer in the file's language and libraries)
+    and the current file; with `api`, the signatures of the library calls it makes (a lookup in
+    an isolated interpreter, left out when it fails)."""
+    language, fence = LANGUAGES.get(PurePath(filename).suffix.lower(), ("", ""))
+    libs = libraries(code) if fence == "python" else []
+    where = f" in {language}" if language else ""
+    if libs:
+        where += " with " + (", ".join(libs[:-1]) + " and " + libs[-1] if len(libs) > 1 else libs[0])
+    text = (f"You are an expert engineer who edits experiment code{where}.\n\n"
+            f"The current {filename}:\n```{fence}\n{code}\n```")
+    notes = api_notes(code) if api and fence == "python" else ""
+    return text + (f"\n\n{API_HEAD}\n{notes}" if notes else "")

@@ -35,7 +35,7 @@ def _facts(notes: str, mode: str) -> str:
 def analyse(code: str, filename: str, error: str, structure: str, title: str = "", *, notes: str = "") -> list[dict]:
     """Step 1 of "structure" debugging: the model writes the error-related code structure."""
     return [
-        {"role": "system", "content": system_prompt(code, filename)},
+        {"role": "system", "content": system_prompt(code, filename, api=True)},
         {"role": "user", "content": _failure(error, structure, title, "structure") + _facts(notes, "structure") + (
             "\nDo not write code yet. In at most three short sentences, describe the error-related "
             "code structure: the lines the error passes through (marked '<-- error path'), what they "
@@ -65,7 +65,7 @@ def fix(code: str, filename: str, edit_format: str, error: str, structure: str, 
             note += ("\nThis fix was tried already and the script still failed with the same error, so it "
                      f"missed the cause; find another one:\n{unhelpful.strip()}\n")
     return [
-        {"role": "system", "content": system_prompt(code, filename)},
+        {"role": "system", "content": system_prompt(code, filename, api=True)},
         {"role": "user", "content": (
             _failure(error, structure, title, mode) + note + _facts(notes, mode) +
             "\nFind the cause and fix it with the smallest change. Do not remove "

@@ -1,0 +1,175 @@
+"""Library calls checked before a run (assets/editing/calls.py through `mend`): a keyword the
+callee's installed signature does not take is renamed to the close parameter or dropped, a name
+imported from the wrong module of a library moves to the module that exports it, and anything
+not named statically is left alone. The signatures are read in the real isolated interpreter
+(scikit-learn and the standard library are installed with the project). Also: the repair prompt's
+API notes, and the repair rules as a registry that gives the same suggestions as before."""
+from __future__ import annotations
+
+import pkgutil
+import textwrap
+
+import pytest
+
+from assets.editing import lookup, repairs
+from assets.editing.calls import api_notes, check_calls
+from assets.editing.mending import mend
+from assets.editing.prompts import API_HEAD, system_prompt
+from assets.editing.suggestions import suggested_fix
+from schemas.records import Attempt, TraceFrame
+
+SKLEARN = textwrap.dedent("""\
+    import numpy as np
+    from sklearn.linear_model import Ridge, RandomForestRegressor
+    from sklearn.model_selection import train_test_split
+
+    x, y = np.zeros((20, 2)), np.arange(20.0)
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_ratio=0.2, random_sate=0)
+    forest = RandomForestRegressor(n_estimator=10, alpha=1.0)
+    ridge = Ridge(n_estimators=100, alpha=2.0)
+    again = Ridge(1.0, alpah=3.0)
+    """)
+
+
+@pytest.fixture(scope="module")
+def mended():
+    return mend(SKLEARN)
+
+
+def test_a_wrong_keyword_is_renamed_to_the_close_parameter_before_a_run(mended):
+    code, notes = mended
+    assert "train_test_split(x, y, random_state=0)" in code
+    assert "RandomForestRegressor(n_estimators=10)" in code
+    assert any("random_sate= -> random_state=" in n and "train_test_split" in n for n in notes)
+    assert any("n_estimator= -> n_estimators=" in n for n in notes)
+
+
+def test_a_keyword_with_no_close_parameter_is_dropped(mended):
+    code, notes = mended
+    assert "ridge = Ridge(alpha=2.0)\n" in code  # Ridge has no n_estimators
+    assert "test_ratio" not in code and any("dropped the argument test_ratio=" in n for n in notes)
+    # RandomForestRegressor's ccp_alpha shares a word with alpha but is no typo of it: dropped, not renamed
+    assert "ccp_alpha" not in code and any("dropped the argument alpha=" in n for n in notes)
+    # alpha is given by position already: the misspelt keyword cannot become it
+    assert "again = Ridge(1.0)\n" in code
+
+
+def test_a_name_imported_from_the_wrong_module_of_its_library_is_moved(mended):
+    code, notes = mended
+    assert code.splitlines()[1:3] == ["from sklearn.linear_model import Ridge",
+                                      "from sklearn.ensemble import RandomForestRegressor"]
+    assert any("RandomForestRegressor imported from sklearn.ensemble instead of sklearn.linear_model" in n
+               for n in notes)
+    assert mend(code) == (code, [])  # nothing left to change
+
+
+def test_what_is_not_named_statically_is_left_alone(tmp_path):
+    code = textwrap.dedent("""\
+        import logging
+        from functools import partial
+        from sklearn.linear_model import Ridge
+        from helpers import build
+
+
+        def show(value, colour=None):
+            return value
+
+
+        params = {"alpha": 1.0}
+        logging.basicConfig(levle=20)
+        say = partial(show, colour="red")
+        a = Ridge(alpah=1.0, **params)
+        b = build(n_estimator=3)
+        make = Ridge
+        if params:
+            make = dict
+        c = make(alpah=2.0)
+        """)
+    (tmp_path / "helpers.py").write_text("def build(n_estimator):\n    return n_estimator\n")
+    # basicConfig and partial take **kwargs; the Ridge call passes **params; `make` is bound twice;
+    # helpers is a module of the script's folder (an installed package of that name is not it)
+    assert check_calls(code, tmp_path) == (code, [])
+
+
+def test_a_failed_lookup_changes_nothing(monkeypatch):
+    monkeypatch.setattr(lookup, "_ANSWERS", {})
+    monkeypatch.setattr(lookup, "_run_isolated", lambda command, arguments: None)
+    assert check_calls(SKLEARN) == (SKLEARN, [])
+    assert api_notes(SKLEARN) == ""
+
+
+def test_api_notes_name_the_signatures_of_the_library_calls():
+    notes = api_notes(SKLEARN)
+    lines = notes.splitlines()
+    assert any(n.startswith("sklearn.linear_model.Ridge(alpha=1.0") for n in lines)
+    assert any(n.startswith("sklearn.model_selection.train_test_split(*arrays, test_size=") for n in lines)
+    assert lines[0].startswith("numpy.zeros(")  # in the order of the first call
+    assert all(len(n) <= 300 for n in lines) and len(api_notes(SKLEARN, limit=2).splitlines()) == 2
+    assert api_notes("x = [1, 2]\nprint(len(x))\n") == ""  # no library call
+    assert api_notes("def f(:\n") == ""
+
+
+def test_the_system_prompt_follows_the_task_code():
+    prompt = system_prompt(SKLEARN, "experiment.py", api=True)
+    assert "PyTorch" not in prompt and "Python with NumPy and scikit-learn" in prompt
+    assert API_HEAD in prompt and "sklearn.linear_model.Ridge(alpha=1.0" in prompt
+    assert API_HEAD not in system_prompt(SKLEARN, "experiment.py")  # the patch prompt: no lookup
+    assert "Python with PyTorch" in system_prompt("import torch.nn as nn\n", "train.py")
+    assert "```python\n" in system_prompt("x = 1\n", "run.py")
+
+
+def test_the_registry_lists_every_rule():
+    names = [r.name for r in repairs.RULES]
+    modules = {m.name for m in pkgutil.iter_modules(repairs.__path__)} - {"base", "renaming"}
+    assert set(names) == modules and len(set(names)) == len(names)
+    assert names.index("missing_import") < names.index("interpreter") < names.index("closest_name") \
+        < names.index("parameter_value")
+    assert all(r.description and "\n" not in r.description and callable(r.apply) for r in repairs.RULES)
+    assert repairs.rule("keyword").name == "keyword"
+    with pytest.raises(ValueError, match="unknown repair rule"):
+        repairs.rule("nope")
+
+
+def _failed(error: str, line: int, function: str = "<module>") -> Attempt:
+    return Attempt(attempt=1, command=[], exit_code=1, timed_out=False, duration_s=0, error=error,
+                   frames=[TraceFrame(file="x.py", line=line, function=function)])
+
+
+# (code, error, line, function) -> (rule, the fixed code, sure) as suggested_fix gave them before the
+# registry (checked against that version; the interpreter's "Did you forget to import" was then
+# recorded as rule "interpreter"); None: no suggestion
+SAME_AS_BEFORE = [
+    (("factor = 2\nprint(factr)\n", "NameError: name 'factr' is not defined. Did you mean: 'factor'?", 2, "<module>"),
+     ("interpreter", "factor = 2\nprint(factor)\n", True)),
+    (("factor = 2\nprint(Factor)\n", "NameError: name 'Factor' is not defined", 2, "<module>"),
+     ("closest_name", "factor = 2\nprint(factor)\n", False)),
+    (("print(math.pi)\n", "NameError: name 'math' is not defined. Did you forget to import 'math'?", 1, "<module>"),
+     ("forgotten_import", "import math\nprint(math.pi)\n", True)),
+    (("import os\nopen('out/x.json', 'w').write('1')\n",
+      "FileNotFoundError: [Errno 2] No such file or directory: 'out/x.json'", 2, "<module>"),
+     ("missing_folder", "import os\nos.makedirs(os.path.dirname('out/x.json') or '.', exist_ok=True)\n"
+                        "open('out/x.json', 'w').write('1')\n", True)),
+    (("from statistics import mean\n\ndef mean(xs):\n    return mean(xs) * 1\n\nprint(mean([1]))\n",
+      "RecursionError: maximum recursion depth exceeded", 4, "mean"),
+     ("shadowed_import", "from statistics import mean as _imported_mean\nfrom statistics import mean\n\n"
+                         "def mean(xs):\n    return _imported_mean(xs) * 1\n\nprint(mean([1]))\n", True)),
+    (("class M:\n    def __init__(self, num_epochs=4):\n        pass\n\nfor e in range(num_epochs):\n    pass\n",
+      "NameError: name 'num_epochs' is not defined", 5, "<module>"),
+     ("parameter_value", "class M:\n    def __init__(self, num_epochs=4):\n        pass\n\nnum_epochs = 4\n"
+                         "for e in range(num_epochs):\n    pass\n", False)),
+    (("class Net:\n    def forward(self):\n        pass\n\nNet().forwrd()\n",
+      "AttributeError: 'Net' object has no attribute 'forwrd'", 5, "<module>"),
+     ("closest_name", "class Net:\n    def forward(self):\n        pass\n\nNet().forward()\n", False)),
+    (("import json\nprint(json.dumps({}, colour=True))\n",
+      "TypeError: JSONEncoder.__init__() got an unexpected keyword argument 'colour'", 2, "<module>"),
+     ("keyword", "import json\nprint(json.dumps({}))\n", False)),
+    (("x = 1\nprint(y)\n", "NameError: name 'y' is not defined", 2, "<module>"), None),
+    (("x = 1\n", "TypeError: f() got an unexpected keyword argument 'zz'. Did you mean: 'z'?", 1, "<module>"), None),
+]
+
+
+@pytest.mark.parametrize(("case", "expected"), SAME_AS_BEFORE, ids=[e[0] if e else "none" for _, e in SAME_AS_BEFORE])
+def test_suggested_fix_gives_the_same_results_as_before(case, expected):
+    code, error, line, function = case
+    s = suggested_fix(code, _failed(error, line, function), "x.py")
+    assert (s.rule, s.code, s.sure) == expected if expected else s is None
