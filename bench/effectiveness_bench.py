@@ -31,6 +31,8 @@ bench/results/effectiveness.md is rendered from the record (only when the record
     python -m bench effectiveness [ARGS]                      # the same (make bench-effectiveness)
     FROM_RECORD=1 .venv/bin/python -m bench.effectiveness_bench   # re-render the section only
     .venv/bin/python -m bench.effectiveness_bench --merge a.json,b.json   # topics run side by side, one record
+    .venv/bin/python -m bench.effectiveness_bench --dev-tasks   # the development tasks of bench/tasks/
+                                                                  # (record: bench/records/effectiveness_dev_tasks.json)
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ from bench.common import RECORDS, ROOT, machine, page_path, provenance, repo_pat
 
 SCRIPT = "bench/effectiveness_bench.py"
 RECORD = "effectiveness"
+DEV_RECORD = "effectiveness_dev_tasks"  # the development tasks' record: never the shipped topics' page section
 SECTION = "effectiveness"
 TITLE = "Effectiveness: does the loop find improvements"
 NO_OP_GOAL = 0.20        # the goal: no-op patches <= 20%
@@ -65,7 +68,13 @@ IN_SAMPLE = {
     "image_classification": "the dead-code check was built on its patch shapes and its screen run was tuned",
     "diabetes_regression": "the issue's own trial of the loop on a tabular regression task shaped the changes "
                            "measured here",
+    # the development tasks (bench/tasks/): built so that prompts and defaults can be worked out on them
+    "wine_alcohol_regression": "a development task (bench/tasks/)",
+    "ipd_strategy": "a development task (bench/tasks/)",
+    "digits_torch": "a development task (bench/tasks/)",
+    "mackey_glass_forecast": "a development task (bench/tasks/)",
 }
+DEV_TASKS = ROOT / "bench" / "tasks"  # development task topics of kinds the shipped topics lack
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -76,6 +85,12 @@ def shipped_topics(root: Path | None = None) -> list[str]:
 
     root = root or experiments_root()
     return sorted(p.parent.name for p in root.glob("*/topic.yaml"))
+
+
+def dev_task_topics(root: Path = DEV_TASKS) -> list[str]:
+    """The development tasks: every folder of bench/tasks/ with a topic.yaml, as paths (the CLI
+    takes a topic folder as well as a name under experiments/), sorted."""
+    return sorted(str(p.parent) for p in root.glob("*/topic.yaml"))
 
 
 def fresh_home(work: Path) -> Path:
@@ -405,9 +420,14 @@ def _ci_abs(ci) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--topics", default="", help="comma-separated topic names (default: every shipped topic)")
+    ap.add_argument("--topics", default="", help="comma-separated topic names or folders (default: every shipped "
+                    "topic, or with --dev-tasks every development task)")
+    ap.add_argument("--dev-tasks", action="store_true", help="run the development tasks of bench/tasks/ (tabular "
+                    "regression, a game strategy scored by an evaluator, a small PyTorch task, forecasting) instead "
+                    "of the shipped topics")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default=str(RECORDS / f"{RECORD}.json"), help="the raw record")
+    ap.add_argument("--out", default="", help=f"the raw record (default: bench/records/{RECORD}.json, with "
+                    f"--dev-tasks bench/records/{DEV_RECORD}.json)")
     ap.add_argument("--work", default="", help="working folder (default: a new temporary one, kept for inspection)")
     ap.add_argument("--parallel", type=int, default=0, help="passed to researchloop run (default: its own)")
     ap.add_argument("--hours", type=float, default=6.0, help="give up on a topic after this long")
@@ -419,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                     "elsewhere (--out) gets a section only when this names one")
     ap.add_argument("--title", default="", help=f"the section's heading, kept in the record (default: {TITLE})")
     args = ap.parse_args(argv)
-    out = Path(args.out)
+    out = Path(args.out or RECORDS / f"{DEV_RECORD if args.dev_tasks else RECORD}.json")
     default_out = out.resolve() == (RECORDS / f"{RECORD}.json").resolve()
     page = Path(args.page) if args.page else (page_path(SECTION) if default_out or args.section else None)
     if args.merge:  # topics run as separate benchmarks (one process each), in one record
@@ -466,7 +486,7 @@ def measure(args, out: Path) -> dict:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_effectiveness_"))
     work.mkdir(parents=True, exist_ok=True)
     home = fresh_home(work)
-    topics = [t for t in args.topics.split(",") if t] or shipped_topics()
+    topics = [t for t in args.topics.split(",") if t] or (dev_task_topics() if args.dev_tasks else shipped_topics())
     log_file = work / "timing.jsonl"
     env = {**os.environ, "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1", "RESEARCHLOOP_TIMING_LOG": str(log_file)}
     os.environ["DAGSTER_HOME"] = str(home)  # the instance and the record store read below
