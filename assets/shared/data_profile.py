@@ -23,6 +23,7 @@ import re
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 DATA_SUFFIXES = (".csv", ".tsv", ".parquet", ".json", ".jsonl", ".npy", ".npz")
 LIMIT_CHARS = 3000         # the whole profile
@@ -284,7 +285,7 @@ def _records(records: list[dict], n_rows: str, seen: dict[str, list[str]]) -> li
 
 def _jsonl(path: Path, size: int, seen: dict[str, list[str]]) -> list[str]:
     text, whole = _head_text(path)
-    records = []
+    records: list[dict] = []
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -301,7 +302,7 @@ def _jsonl(path: Path, size: int, seen: dict[str, list[str]]) -> list[str]:
     return _records(records, str(lines) if lines is not None else "(not counted)", seen)
 
 
-def _array_header(f) -> tuple[tuple[int, ...], str, bool]:
+def _array_header(f) -> tuple[tuple[int, ...], Any, bool]:
     import numpy as np
 
     version = np.lib.format.read_magic(f)
@@ -373,9 +374,11 @@ def _parquet(path: Path, size: int, seen: dict[str, list[str]]) -> list[str]:
     schema = pf.schema_arrow
     names = schema.names
     rows: list[list] = []
-    for batch in pf.iter_batches(batch_size=SAMPLE_ROWS, columns=names[:SHOW_COLUMNS * 4]):
-        rows = [list(r.values()) for r in batch.to_pylist()]
-        break
+    # rows come from the first row group, which may be the whole file: read only from a file that is small
+    if size <= COUNT_BYTES:
+        for batch in pf.iter_batches(batch_size=SAMPLE_ROWS, columns=names[:SHOW_COLUMNS * 4]):
+            rows = [list(r.values()) for r in batch.to_pylist()]
+            break
     types = [str(schema.field(n).type) for n in names]
     rows = [r + [None] * (len(names) - len(r)) for r in rows]
     return _table(names, rows, str(pf.metadata.num_rows), seen, types)
