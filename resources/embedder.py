@@ -44,7 +44,7 @@ class Embedder(dg.ConfigurableResource):
         return self.model or settings().embedder or default_model_path()
 
     def rebuild_spec(self) -> tuple[type, dict]:
-        """How another process builds the same embedder (resources/sources.py embeds a dump's
+        """How another process builds the same embedder (resources/sources/ embeds a dump's
         chunks in worker processes or Ray tasks with it): this class and its fields, the model
         resolved here, so every worker loads the same model through `_load`, once per process."""
         return Embedder, {"model": self.model_id(), "device": self.device, "batch_size": self.batch_size}

@@ -1,5 +1,5 @@
 """`literature`: papers to read, from one of four sources behind one interface
-(resources/sources.py `PaperSource`):
+(resources/sources/ `PaperSource`):
 
 - `corpus` (default): the corpus shipped in the repo (corpus/papers.jsonl) or another file;
 - `dump`: a user's own file: JSON lines or Parquet with title + abstract, or the arXiv

@@ -2,7 +2,7 @@
 quota (faster than any poll), a folder tree thousands of levels deep, a sparse file in out/
 that a plain copy would write out in full. Each asserts what is left on the host, that nothing
 escapes the runner as an exception, and that the attempt is recorded as failed with the reason;
-plus the bounded walk, copy, hash and delete those rely on (resources/workspace_walk.py)."""
+plus the bounded walk, copy, hash and delete those rely on (resources/workspace_walk/)."""
 from __future__ import annotations
 
 import os

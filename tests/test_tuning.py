@@ -1,4 +1,4 @@
-"""The `tuning` idea source (assets/ideas/tuning.py): which literals are knobs, the moves and
+"""The `tuning` idea source (assets/ideas/tuning/): which literals are knobs, the moves and
 their order over rounds, applying a move, and the move as an idea through the filters, the plan
 and the patch without the LLM; a whole round with sources [ranking, tuning] on the toy topic."""
 from __future__ import annotations

@@ -105,7 +105,7 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
 
 def mechanical_draft(spec: TopicSpec, code: str, idea: FilteredIdea, fmt: str) -> Draft:
     """The one draft of an idea written without the LLM, checked like any draft: a tuning move
-    (assets/ideas/tuning.py `apply_move`) or an earlier win merged in (`Idea.carry`, assets/ideas/merge.py).
+    (assets/ideas/tuning/ `apply_move`) or an earlier win merged in (`Idea.carry`, assets/ideas/merge.py).
     It records `fmt`, the format its LLM repairs will be asked in (neither has a format of its own)."""
     if idea.carry is not None:
         how = f"carried over: {idea.carry.win_id} merged in by lines (no LLM)"

@@ -60,7 +60,7 @@ resource in resources/runner.py):
   makes the host folder what the run left: new, changed and deleted files, links, FIFOs, modes
   without set-uid/set-gid bits, times (an unchanged file is compared byte for byte and kept;
   sockets and devices are left out). That copy back is bounded like every host walk of a
-  workspace (``resources/workspace_walk.py``: no recursion; depth, path length, entries =
+  workspace (``resources/workspace_walk/``: no recursion; depth, path length, entries =
   ``disk_files``, bytes = ``disk_mb`` counted as a copy would write them, so a sparse file counts
   by its length and can never be inflated past the quota by a later copy) and checked before
   the host folder is touched: past a bound the host folder keeps what it held before the run.

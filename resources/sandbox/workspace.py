@@ -1,7 +1,7 @@
 """The workspace of one attempt: a fresh copy of the template (``prepare_workspace``), old
 attempts pruned, and, around a sandboxed run, the copy into the sandbox's own workspace
 filesystem before the command starts and back to the host folder after it. Every walk, copy
-and delete is bounded (resources/workspace_walk.py)."""
+and delete is bounded (resources/workspace_walk/)."""
 from __future__ import annotations
 
 import logging
