@@ -11,7 +11,8 @@ from assets.editing.prompts import system_prompt
 from assets.experiment_plans.prompts import plan
 from assets.patched_code.prompts import implement
 from assets.shared import data_profile as dp
-from assets.shared.data_profile import code_libraries, code_stack, data_profile, data_section, topic_data
+from assets.shared.data_profile import data_profile, data_section, topic_data
+from bench.effectiveness_bench import DEV_TASKS
 from schemas.topic import load_topic
 
 
@@ -119,7 +120,7 @@ def test_jsonl_and_parquet_columns(tmp_path):
 
 
 def test_the_patch_and_plan_prompts_show_the_data_section_and_the_code_stack():
-    spec = load_topic("bench/tasks/wine_alcohol_regression")
+    spec = load_topic(DEV_TASKS / "wine_alcohol_regression")
     code = spec.code_path.read_text()
     data = topic_data(spec)
     assert "colour_band" in data and "alcohol" in data and "test_labels" not in data
@@ -134,11 +135,10 @@ def test_the_patch_and_plan_prompts_show_the_data_section_and_the_code_stack():
     assert "Data:" not in plan(code, "rmse", "i1", "t", "e", "s")[1]["content"]
 
 
-def test_the_system_prompt_names_the_code_s_own_libraries():
-    assert code_libraries("import numpy as np\nfrom sklearn.linear_model import Ridge\nimport os\n") == [
-        "NumPy", "scikit-learn"]
-    assert code_stack("import random\n") == "plain Python (the standard library)"
-    assert code_stack("def f(:") == "plain Python (the standard library)"
+def test_the_plan_prompt_names_the_code_s_own_stack():
+    ipd = (DEV_TASKS / "ipd_strategy" / "strategy.py").read_text()
+    assert "plain Python (the standard library)" in plan(ipd, "mean_payoff", "i", "t", "e", "s")[0]["content"]
+    torch_code = "import numpy as np\nimport torch\nfrom torch import nn\n"
+    assert "Python with NumPy and PyTorch" in plan(torch_code, "accuracy", "i", "t", "e", "s")[0]["content"]
     assert "PyTorch" not in system_prompt("import numpy\n", "x.py") and "NumPy" in system_prompt("import numpy\n",
                                                                                                  "x.py")
-    assert "Python with PyTorch" in system_prompt("import torch\nfrom torch import nn\n", "x.py")

@@ -1,4 +1,5 @@
-from assets.shared.data_profile import code_stack, data_section
+from assets.editing.prompts import libraries
+from assets.shared.data_profile import data_section
 
 SYSTEM = "You turn research ideas into precise, minimal code change plans for one Python file."
 
@@ -9,8 +10,11 @@ def plan(code: str, metric: str, name: str, title: str, experiment: str, summary
     location names those it changes (the patch is asked for exactly them). `data`: the topic
     folder's data profile (assets/shared/data_profile.py), shown as a Data section."""
     where = (f"The file's parts:\n{definitions}\n\n" if definitions else "")
-    stack = (f"The file is written in {code_stack(code)}: plan the change with the libraries it already "
-             "uses where they serve, never a switch to another framework.")
+    libs = libraries(code)
+    written = ("Python with " + (", ".join(libs[:-1]) + " and " + libs[-1] if len(libs) > 1 else libs[0]) if libs
+               else "plain Python (the standard library)")
+    stack = (f"The file is written in {written}: plan the change with the libraries it already uses where they "
+             "serve, never a switch to another framework.")
     return [
         {"role": "system", "content": SYSTEM + f" {stack}\n\nThe file:\n```python\n{code}\n```"},
         {"role": "user", "content": (

@@ -1,7 +1,6 @@
 """What the code works on, for the prompts that change it: the data files of a topic folder as they
-are (columns and their types, a few rows, array shapes and dtypes) and the libraries the code
-imports, so the model writes against the real columns and the task's own stack instead of
-inventing 'Feature1' or assuming PyTorch.
+are (columns and their types, a few rows, array shapes and dtypes), so the model writes against
+the real columns and shapes instead of inventing 'Feature1'.
 
 `data_profile` is pure and bounded: it reads files only, in sorted order, never follows a symbolic
 link, walks at most MAX_DEPTH folders deep and MAX_ENTRIES entries, profiles at most MAX_FILES
@@ -13,7 +12,6 @@ folder and is not described: nothing is invented. Files the scorer alone may rea
 """
 from __future__ import annotations
 
-import ast
 import csv
 import io
 import json
@@ -451,42 +449,3 @@ def data_section(data: str) -> str:
         return ""
     return ("Data: the files in the folder the code runs in, as they are (use these file names, columns and "
             f"shapes; do not invent others):\n{data.strip()}\n")
-
-
-# -- the code's libraries --------------------------------------------------------------------------
-
-LIBRARIES = {"torch": "PyTorch", "sklearn": "scikit-learn", "numpy": "NumPy", "pandas": "pandas",
-             "polars": "polars", "scipy": "SciPy", "tensorflow": "TensorFlow", "keras": "Keras", "jax": "JAX",
-             "xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatBoost", "transformers": "transformers",
-             "torchvision": "torchvision", "statsmodels": "statsmodels"}
-
-
-def code_libraries(code: str) -> list[str]:
-    """The known libraries `code` imports, in the order it first imports them; [] for code that
-    imports none of them (plain Python) or does not parse."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
-    found: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            mods = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            mods = [node.module]
-        else:
-            continue
-        for m in mods:
-            lib = LIBRARIES.get(m.split(".")[0])
-            if lib and lib not in found:
-                found.append(lib)
-    return found
-
-
-def code_stack(code: str) -> str:
-    """How the prompts name the code's stack, e.g. "Python with scikit-learn and pandas" or
-    "plain Python (the standard library)"."""
-    libs = code_libraries(code)
-    if not libs:
-        return "plain Python (the standard library)"
-    return "Python with " + (libs[0] if len(libs) == 1 else ", ".join(libs[:-1]) + " and " + libs[-1])
