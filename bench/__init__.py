@@ -48,6 +48,16 @@ REGISTRY: dict[str, Benchmark] = {b.name: b for b in [
               "one topic run with each idea source alone: verified improvements, best gain, tokens per idea, and "
               "how the Idea Arena's ratings rank the measured gains",
               "hours per source on the local model", True),
+    Benchmark("round", "bench.round_bench", "Round: where the time goes per stage, one loop and two side by side",
+              "one round of a topic (`researchloop run --rounds 1`) from a cold LLM prompt cache, alone and then two "
+              "loops side by side: per stage LLM calls, prompt and answer tokens, prompt-processing and decode "
+              "seconds, cached tokens, re-asks, experiment and wall seconds; the round's orchestration overhead; "
+              "the two loops' wall time over the one loop's",
+              "hours on the local model", True),
+    Benchmark("slots", "bench.slots_bench", "Slots: requests decoded at once by the local server",
+              "the local server with 1, 2 and 4 slots, sent 1, 2 and 4 requests at once (a fixed prompt, a fixed "
+              "answer length): aggregate decode tokens per second and each request's latency",
+              "minutes to an hour on the local model", True),
     Benchmark("independence", "bench.independence_bench", "Independence filter on labelled idea pairs",
               "the embedding cosine of labelled idea pairs (duplicates and hard non-duplicates): accuracy, "
               "precision and recall of DOLPHIN's threshold and of the best one on the pairs",

@@ -312,11 +312,9 @@ def summarise_topic(topic: str, rounds: int, store, instance=None, run: dict | N
         if instance is not None:
             usage = round_usage(instance, pk, stages)
             proposals = filter_proposals(instance, pk)
-            rec = instance.get_run_record_by_id(run_ids[rk]) if rk in run_ids else None
-            if rec is not None and rec.end_time and spans is not None:
-                created = rec.create_timestamp
-                created = created if created.tzinfo else created.replace(tzinfo=dt.UTC)  # stored as UTC
-                timing = round_timing(spans, min(created.timestamp(), rec.start_time or rec.end_time), rec.end_time)
+            window = run_window(instance, run_ids[rk]) if rk in run_ids else None
+            if window is not None and spans is not None:
+                timing = round_timing(spans, *window)
         recs = read_round(store, topic, rk)
         row, raw = summarise_round(recs, topic=topic, rk=rk, goal=goal, budget=budget, usage=usage, timing=timing,
                                    proposals=proposals)
@@ -332,6 +330,17 @@ def summarise_topic(topic: str, rounds: int, store, instance=None, run: dict | N
             "run": {k: v for k, v in (run or {}).items() if k != "timings"},
             "stop_reason": ((run or {}).get("timings") or {}).get("stop_reason"),
             "rows": rows, "rounds": raws, "goals": topic_goals(rows, rounds)}
+
+
+def run_window(instance, run_id: str) -> tuple[float, float] | None:
+    """A finished run's time span in epoch seconds: from its creation (or start, if earlier) to its
+    end; None for a run not found or not finished."""
+    rec = instance.get_run_record_by_id(run_id)
+    if rec is None or not rec.end_time:
+        return None
+    created = rec.create_timestamp
+    created = created if created.tzinfo else created.replace(tzinfo=dt.UTC)  # stored as UTC
+    return min(created.timestamp(), rec.start_time or rec.end_time), rec.end_time
 
 
 def filter_proposals(instance, partition_key: str) -> int | None:

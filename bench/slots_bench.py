@@ -1,0 +1,179 @@
+"""Does the local server decode several requests at once for little more than one? Slots against
+concurrent requests.
+
+For each slot count (default 1, 2 and 4) the local server (the default model,
+RESEARCHLOOP_LOCAL_MODEL) is started on a private cache folder (links to the shared model file, so a
+loop's shared server is never restarted) with that many slots (llama.cpp's parallel slots, each with
+the whole per-request window), and for each number of concurrent requests (default 1, 2 and 4) the
+same fixed prompt is sent that many times at once with a fixed answer length (temperature 0, the end
+of text ignored, so every answer has exactly max_tokens tokens). Before each measured batch an
+identical batch of one-token answers puts the prompt into the slots' caches, so the batch measures
+decoding. Per configuration: the aggregate decode rate (answer tokens of the batch over its wall
+time), each request's latency and its own decode rate (the server's `timings`).
+
+    .venv/bin/python -m bench.slots_bench [--slots 1,2,4] [--concurrency 1,2,4] [--max-tokens 128]
+    .venv/bin/python -m bench.slots_bench --quick --out /tmp/slots.json   # small: 1-2 slots, 1-2 requests
+    python -m bench slots [ARGS]                                           # the same (make bench-slots)
+    FROM_RECORD=1 .venv/bin/python -m bench.slots_bench                    # re-render the section only
+
+The record (default bench/records/slots.json) holds every request's figures; the section "slots" of
+bench/results/slots.md is written only when the record is the default one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench.common import RECORDS, machine, page_path, provenance, repo_path, today, write_section
+
+SCRIPT = "bench/slots_bench.py"
+RECORD = "slots"
+SECTION = "slots"
+TITLE = "Slots: requests decoded at once by the local server"
+# a fixed prompt whose answer is code, as most of the loop's answers are
+PROMPT = ("Write a Python function `moving_average(xs, k)` that returns the moving averages of the list xs "
+          "over windows of k items, with a docstring and a short example of its use.")
+
+
+def ask(url: str, model: str, max_tokens: int, timeout_s: float = 1800.0) -> dict:
+    """One chat request (temperature 0, exactly `max_tokens` answer tokens); its latency and the
+    server's own figures (resources/timing_log.server_timings)."""
+    from resources.timing_log import server_timings
+
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens,
+                       "temperature": 0, "seed": 0, "ignore_eos": True}).encode()
+    req = urllib.request.Request(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    t0 = time.monotonic()
+    with urllib.request.urlopen(req, timeout=timeout_s) as r:
+        resp = json.loads(r.read())
+    return {"latency_s": round(time.monotonic() - t0, 3), **server_timings(resp)}
+
+
+def batch(url: str, model: str, n: int, max_tokens: int) -> dict:
+    """`n` identical requests at once: the batch's wall time and each request's figures."""
+    with ThreadPoolExecutor(n) as pool:
+        t0 = time.monotonic()
+        futures = [pool.submit(ask, url, model, max_tokens) for _ in range(n)]
+        requests = [f.result() for f in futures]
+        wall = time.monotonic() - t0
+    return {"wall_s": round(wall, 3), "requests": requests}
+
+
+def summarise(slots: int, concurrency: int, b: dict) -> dict:
+    """One configuration's row: aggregate decode tokens/s over the batch's wall time, latencies, and
+    each request's own decode rate as the server timed it."""
+    reqs = b["requests"]
+    tokens = sum(r.get("answer_tokens", 0) for r in reqs)
+    lat = [r["latency_s"] for r in reqs]
+    own = [r["answer_tokens"] / r["decode_s"] for r in reqs if r.get("decode_s") and r.get("answer_tokens")]
+    return {"slots": slots, "concurrency": concurrency, "answer_tokens": tokens, "wall_s": b["wall_s"],
+            "aggregate_tok_s": round(tokens / b["wall_s"], 2) if b["wall_s"] > 0 else 0.0,
+            "latency_mean_s": round(statistics.mean(lat), 2), "latency_max_s": round(max(lat), 2),
+            "request_tok_s": round(statistics.mean(own), 2) if own else None,
+            "prompt_s": round(sum(r.get("prompt_s", 0.0) for r in reqs), 3),
+            "cached_tokens": sum(r.get("cached_tokens", 0) for r in reqs)}
+
+
+def measure(model: str, slot_counts: list[int], concurrencies: list[int], max_tokens: int, ctx_size: int,
+            threads: int, work: Path) -> dict:
+    from resources.local_llm import linked_cache, server_status, stop_server
+    from resources.local_llm.server import ensure_server
+
+    cache = linked_cache(model, work / "llm_cache", progress=True)
+    rows, raw = [], []
+    for slots in slot_counts:
+        stop_server(cache)  # each slot count on a fresh server
+        t0 = time.monotonic()
+        url = ensure_server(model, cache, ctx_size=ctx_size, threads=threads, slots=slots, lease=False)
+        startup = round(time.monotonic() - t0, 1)
+        state = server_status(cache) or {}
+        try:
+            for n in concurrencies:
+                batch(url, model, n, 1)  # the prompt into the slots' caches: the measured batch decodes
+                b = batch(url, model, n, max_tokens)
+                row = summarise(slots, n, b)
+                rows.append(row)
+                raw.append({"slots": slots, "concurrency": n, "server_ctx": state.get("server_ctx"),
+                            "startup_s": startup, **b})
+                print(json.dumps(row), flush=True)
+        finally:
+            stop_server(cache)
+    return {"script": SCRIPT, "date": today(), "machine": machine(), "load_avg": round(os.getloadavg()[0], 1),
+            "model": model, "max_tokens": max_tokens, "ctx_size": ctx_size, "threads": threads,
+            "prompt": PROMPT, "rows": rows, "raw": raw}
+
+
+def render(rec: dict) -> str:
+    table = ["| slots | requests at once | aggregate decode tok/s | per request tok/s (server) | "
+             "latency mean / max s | batch wall s |", "|---" * 6 + "|"]
+    for r in rec["rows"]:
+        own = "" if r["request_tok_s"] is None else f"{r['request_tok_s']:.1f}"
+        table.append(f"| {r['slots']} | {r['concurrency']} | {r['aggregate_tok_s']:.1f} | {own} | "
+                     f"{r['latency_mean_s']:.1f} / {r['latency_max_s']:.1f} | {r['wall_s']:.1f} |")
+    return "\n".join([
+        f"## {TITLE}",
+        "",
+        provenance(SCRIPT, rec.get("record") or f"bench/records/{RECORD}.json", f"{rec['date']} on {rec['machine']}",
+                   "not a sample: one fixed prompt, timed"),
+        "",
+        (f"Model `{rec['model']}`, {rec['threads']} threads, a window of {rec['ctx_size']} tokens per slot; each "
+         f"request answers exactly {rec['max_tokens']} tokens at temperature 0 (the prompt already cached). "
+         "Aggregate: the batch's answer tokens over its wall time; per request: the server's own decode rate. "
+         f"Load average at the end: {rec['load_avg']}."),
+        "",
+        *table,
+    ])
+
+
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from resources.settings import settings
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="", help="default: RESEARCHLOOP_LOCAL_MODEL")
+    ap.add_argument("--slots", default="1,2,4", help="slot counts, comma-separated")
+    ap.add_argument("--concurrency", default="1,2,4", help="requests at once, comma-separated")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--ctx-size", type=int, default=2048, help="each slot's window")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="1 and 2 slots, 1 and 2 requests, 8 tokens; writes only --out")
+    ap.add_argument("--out", default="", help=f"the record (default bench/records/{RECORD}.json; --quick: none)")
+    ap.add_argument("--work", default="", help="the private cache folder's parent (default: a temporary one)")
+    args = ap.parse_args(argv)
+    default_out = RECORDS / f"{RECORD}.json"
+    out = Path(args.out) if args.out else (None if args.quick else default_out)
+    if os.environ.get("FROM_RECORD") == "1":
+        rec = json.loads(default_out.read_text())
+    else:
+        if args.quick:
+            args.slots, args.concurrency, args.max_tokens, args.ctx_size = "1,2", "1,2", 8, 512
+        model = args.model or settings().local_model
+        work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_slots_"))
+        rec = measure(model, _ints(args.slots), _ints(args.concurrency), args.max_tokens, args.ctx_size,
+                      args.threads, work)
+        rec["quick"] = args.quick
+        if out is not None and out.resolve() != default_out.resolve():
+            rec["record"] = repo_path(out)
+    if out is not None and os.environ.get("FROM_RECORD") != "1":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rec, indent=1) + "\n")
+    body = render(rec)
+    print(body)
+    if out is not None and out.resolve() == default_out.resolve():
+        write_section(SECTION, body, page_path(RECORD))
+    return 0 if all(r["aggregate_tok_s"] > 0 for r in rec["rows"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
