@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -116,7 +117,7 @@ def topic_kinds(*texts: str) -> TopicKinds:
                       frozenset(k for k, p in _TASK.items() if p.search(text)))
 
 
-def _side(card_kinds: list[str], topic: frozenset[str]) -> int:
+def _side(card_kinds: Sequence[str], topic: frozenset[str]) -> int:
     """2: the card names one of the topic's kinds; 1: the card says any (or the topic names none);
     0: it does not apply."""
     if topic & set(card_kinds):
@@ -135,7 +136,8 @@ def fit(c: MethodCard, kinds: TopicKinds) -> int:
     return d + t if d and t else 0
 
 
-def applicable(paper_ids, kinds: TopicKinds, cards: dict[str, MethodCard] | None = None) -> dict[str, int]:
+def applicable(paper_ids: Iterable[str], kinds: TopicKinds,
+               cards: dict[str, MethodCard] | None = None) -> dict[str, int]:
     """paper_id -> fit for the given papers whose card applies to the topic."""
     cards = load_cards() if cards is None else cards
     out = {}

@@ -74,6 +74,12 @@ class IdeaDraft(_Strict):
     References: list[int] = Field(default_factory=list, max_length=5, description="numbers of the papers used")
     Builds_on: list[str] = Field(default_factory=list, max_length=3,
                                  description="Names of earlier effective ideas it extends")
+    # asked when the prompt shows method cards (assets/ideas/prompts.py); a card that was not shown is
+    # dropped when the draft becomes an Idea (assets/ideas/generation.py drafts_to_ideas)
+    method_card: str | None = Field(None, max_length=60, description="paper id of the method card it applies, "
+                                    "empty if none")
+    code_place: str | None = Field(None, max_length=120, description="the function, class or lines of the code "
+                                   "it changes")
 
 
 class IdeaList(_Strict):

@@ -119,6 +119,10 @@ class Idea(BaseModel):
     tuning: TuningMove | None = Field(None, description="the move, for an idea of the tuning source")
     carry: CarriedChange | None = Field(None, description="the merged change, for an earlier win the tuning source "
                                         "carries over")
+    method_card: str | None = Field(None, description="the paper whose method card (corpus/method_cards.jsonl) the "
+                                    "idea applies: one the ideas prompt showed, else empty")
+    code_place: str | None = Field(None, description="where in the code the idea says it changes (a function, class "
+                                   "or lines), as the LLM named it")
 
     @field_validator("source", mode="before")
     @classmethod

@@ -8,10 +8,12 @@ from assets.ideas import prompts as idea_prompts
 from assets.ideas.chains import FORWARD, paper_chains, per_chain, prompt_chain
 from assets.ideas.generation import (
     drafts_to_ideas,
+    idea_tokens,
     merge_paths,
     prompt_inputs,
     read_history,
     round_places,
+    shown_cards,
     tunes,
     tuning_ideas,
 )
@@ -59,6 +61,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     taken = set(history.names)
     tuned = tunes(cfg.sources, rt.code)  # the LLM's ideas then leave the hyper-parameter values to the moves
     errors, paths, retrieval, chained = {}, {}, None, None
+    card_count = 0  # method cards the ranking source's prompt showed
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
             if source == "tuning":  # hyper-parameter moves read from the code: no LLM call
@@ -75,9 +78,12 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
                 for note in chained.notes:
                     context.log.info(f"chains: {note}")
                 continue
-            if source == "ranking":
+            cards: list[tuple[int, str, str]] = []
+            if source == "ranking":  # the kept papers, with the method cards that apply to the topic
+                cards = shown_cards(kept, head)
+                card_count = len(cards)
                 shown, msgs = kept, idea_prompts.generate(*head, refs, history.tried, effective, n,
-                                                          analysis=history.analysis, tuned=tuned)
+                                                          analysis=history.analysis, tuned=tuned, cards=cards)
             elif source == "scipip":
                 found = from_frame(papers, Paper)
                 retrieval = scipip_retrieval(llm, embedder.encode, topic, topic_text(spec.title, spec.description),
@@ -88,11 +94,11 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
             else:
                 shown, msgs = [], idea_prompts.brainstorm(*head, history.tried, effective, n,
                                                           analysis=history.analysis, tuned=tuned)
-            res = llm.complete(msgs, stage="ideas", schema=IdeaList, max_tokens=350 * n + 100)
+            res = llm.complete(msgs, stage="ideas", schema=IdeaList, max_tokens=idea_tokens(n, cards))
             if not res.ok:
                 errors[source] = res.error
             paths[source] = drafts_to_ideas(res.value.ideas[:n] if res.ok else [], topic, round_key, shown, history,
-                                            source=source, taken=taken)
+                                            source=source, taken=taken, cards=[pid for _, pid, _ in cards])
         items = merge_paths(*paths.values())
     for path, err in errors.items():
         context.log.warning(f"idea generation ({path}) failed: {err}")
@@ -112,11 +118,13 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
         "from_brainstorm": sum(i.source == "brainstorm" for i in items),
         "from_tuning": sum(i.source == "tuning" for i in items),
         "reads_partitions": dg.MetadataValue.json(history.read),
+        "method_cards_in_prompt": card_count,
+        "ideas_applying_a_card": sum(i.method_card is not None for i in items),
         "effective_ideas_in_prompt": len(effective), "earlier_ideas_in_prompt": len(history.tried),
         "analysis_in_prompt": history.analysis,
         "ideas": dg.MetadataValue.md(md_table([i.model_dump() for i in items],
                                               ["name", "source", "title", "summary", "inspired_by_papers",
-                                               "builds_on_ideas"])),
+                                               "method_card", "code_place", "builds_on_ideas"])),
         **(retrieval_metadata(retrieval) if retrieval is not None else {}),
         **(chains_metadata(chained) if chained is not None else {}),
         **usage_metadata(usage), **topic_metadata(captured), **reference_metadata(rt),

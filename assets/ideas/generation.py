@@ -1,5 +1,6 @@
 """Idea generation: what earlier rounds left behind, and turning drafts into ideas."""
-from collections.abc import Sequence
+import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, zip_longest
 
@@ -8,6 +9,7 @@ from assets.ideas import prompts
 from assets.ideas.merge import merge3
 from assets.ideas.tuning import apply_move, find_knobs, knob_changes, propose, same_move, tuning_places
 from assets.shared.naming import idea_id, snake, unique_name
+from resources.method_cards import applicable, card_text, load_cards, topic_kinds
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
 from schemas.llm_outputs import IdeaList
@@ -143,6 +145,48 @@ def prompt_inputs(papers, paper_rankings, history: History) -> tuple[list[PaperS
     return kept, refs, effective
 
 
+MAX_CARDS = 8  # method cards one idea prompt shows at most (the best fitting): each adds a paragraph
+
+
+def shown_cards(papers: Sequence[PaperScore | RetrievedPaper | Paper | ChainLink], head: tuple,
+                cards: dict | None = None) -> list[tuple[int, str, str]]:
+    """The method cards an idea prompt shows for its numbered `papers` (1-based, as the prompt numbers
+    them): (number, paper id, card text) for each paper whose card applies to the topic (resources/
+    method_cards.py `fit`, from the topic's title, description and metric in `head`), the best
+    fitting MAX_CARDS in the papers' order. A topic whose words name no kind of data or output sees
+    every card of its papers."""
+    cards = load_cards() if cards is None else cards
+    ids = [p.paper_id for p in papers]
+    kinds = topic_kinds(head[0], head[1], head[2])
+    fits = applicable(ids, kinds, cards) if kinds.known else {pid: 1 for pid in ids if pid in cards}
+    best = sorted(fits, key=lambda pid: (-fits[pid], ids.index(pid)))[:MAX_CARDS]
+    out = []
+    for i, pid in enumerate(ids, 1):
+        text = card_text(pid, cards) if pid in best else None
+        if text:
+            out.append((i, pid, text))
+    return out
+
+
+def chosen_card(answer: str | None, papers: Sequence, shown: Collection[str]) -> str | None:
+    """The shown card an idea names in its method_card answer: the paper id (any case, brackets
+    around it or words beside it), or the paper's number in the prompt; None for an empty answer or a
+    card that was not shown (the idea is kept without it)."""
+    text = (answer or "").strip()
+    if not text or not shown:
+        return None
+    bare = text.strip("[]() .").lower()
+    by_lower = {pid.lower(): pid for pid in shown}
+    if bare in by_lower:
+        return by_lower[bare]
+    number = re.fullmatch(r"(?:paper|card|ref(?:erence)?)?\s*#?\s*(\d+)", bare)
+    if number and 1 <= int(number.group(1)) <= len(papers):
+        pid = papers[int(number.group(1)) - 1].paper_id
+        return pid if pid in shown else None
+    named = [pid for pid in shown if pid.lower() in text.lower()]
+    return named[0] if len(named) == 1 else None
+
+
 def refill_inputs(sources: Sequence[str], items: Sequence[Idea], papers, paper_rankings,
                   history: History) -> tuple[str, list, list[tuple[int, str, str]], list[str]]:
     """What a refill shows, and the source its ideas record, by the topic's `ideation.sources`:
@@ -174,23 +218,32 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
     kept = [f"{i.name}: {i.title}" for i in decided if i.kept and i.source != "tuning"]
     dropped = [f"{i.name}: {i.summary} (dropped: {i.drop_reason})" for i in decided
                if not i.kept and i.drop_reason and not i.drop_reason.startswith("over the round's budget")]
+    cards = shown_cards(kept_papers, head)
     res = llm.complete(prompts.refill(*head, refs, history.tried, effective, missing, kept, dropped,
-                                      analysis=history.analysis, tuned=tuned),
-                       stage="ideas", schema=IdeaList, max_tokens=350 * missing + 100)
+                                      analysis=history.analysis, tuned=tuned, cards=cards),
+                       stage="ideas", schema=IdeaList, max_tokens=idea_tokens(missing, cards))
     if not res.ok:
         return [], res.error
     taken = set(history.names) | {i.name for i in decided}
     return drafts_to_ideas(res.value.ideas[:missing], topic, round_key, kept_papers, history, source=source,
-                           taken=taken), None
+                           taken=taken, cards=[pid for _, pid, _ in cards]), None
+
+
+def idea_tokens(n: int, cards: Sequence = ()) -> int:
+    """Answer tokens for n ideas; ideas that name a method card and a code place need a few more."""
+    return (400 if cards else 350) * n + 100
 
 
 def drafts_to_ideas(drafts, topic: str, round_key: str,
                     kept_papers: Sequence[PaperScore | RetrievedPaper | Paper | ChainLink],
-                    history: History, source: str = "ranking", taken: set[str] | None = None) -> list[Idea]:
+                    history: History, source: str = "ranking", taken: set[str] | None = None,
+                    cards: Collection[str] = ()) -> list[Idea]:
     """LLM drafts -> Idea records: names made unique against `taken` (default: the topic's
     earlier names; pass one shared set to keep two paths' names apart), reference numbers
     mapped to the ids of the papers the prompt numbered (`kept_papers`, also recorded whole as
-    `source_papers`), Builds_on names mapped to the earlier ideas' ids (unknown ones dropped)."""
+    `source_papers`), Builds_on names mapped to the earlier ideas' ids (unknown ones dropped), the
+    method card named mapped to one of the `cards` the prompt showed (`chosen_card`; another is
+    dropped) and the code place kept as written."""
     taken = set(history.names) if taken is None else taken
     shown = [p.paper_id for p in kept_papers]
     out = []
@@ -201,7 +254,9 @@ def drafts_to_ideas(drafts, topic: str, round_key: str,
         out.append(Idea(idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
                         title=d.Title.strip(), experiment=d.Experiment.strip(), summary=d.Summary.strip(),
                         source=source, inspired_by_papers=list(dict.fromkeys(refs)),
-                        builds_on_ideas=list(dict.fromkeys(builds)), source_papers=shown))
+                        builds_on_ideas=list(dict.fromkeys(builds)), source_papers=shown,
+                        method_card=chosen_card(d.method_card, kept_papers, cards),
+                        code_place=(d.code_place or "").strip() or None))
     return out
 
 

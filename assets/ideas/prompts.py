@@ -1,6 +1,8 @@
 """Idea generation (DOLPHIN 3.1, its Fig. 5 in spirit): references, the code, the ideas tried
 before and the ideas that worked; and a brainstorm path without papers (SciPIP's dual path).
 Both prompts start with the same head (task + code) so the server's prefix cache reuses it."""
+from collections.abc import Sequence
+
 from assets.ideas.angles import untried_angles
 
 SYSTEM = ("You are an ambitious but practical ML researcher. You propose small, concrete "
@@ -22,6 +24,26 @@ TUNED = ("A separate search already tunes the values of the hyper-parameters (nu
          "idea must change what the code computes: the model, the loss, the inputs, or how it trains.\n\n")
 
 
+# when kept papers have method cards (corpus/method_cards.jsonl): the cards, then the request to apply one.
+# A small model given a method in a few concrete lines writes that method; given abstracts alone it
+# proposes generic changes. The code's own libraries stay the default: a card's call is one installed option.
+CARD_FIELDS = (" When an idea applies a method card, give its paper id in method_card (else leave it empty); for "
+               "every idea give code_place: the function, class or lines of this code it changes.")
+
+
+def _cards(cards: Sequence[tuple[int, str, str]]) -> str:
+    """The method cards of the numbered papers ((number, paper id, card text)) and how to use them."""
+    if not cards:
+        return ""
+    lines = "\n".join(f"[{i}] {text}" for i, _, text in cards)
+    return ("Method cards of some of these papers (what applying the method changes, what it suits, and a library "
+            f"call that is installed here):\n{lines}\n"
+            "Prefer ideas that apply one of these cards to this code, each a different card, adapted to what the "
+            "code does now. Write the change with the libraries the code already uses, or with a card's library call "
+            "when that call is the change; keep the code's framework (do not port it to another one), its data "
+            "loading and its metric.\n\n")
+
+
 def _head(title: str, description: str, metric: str, goal: str, code: str) -> str:
     return (f"Task: {title}\n{description.strip()}\nWe want to {goal} {metric}.\n\n"
             f"The experiment code:\n```python\n{code}\n```\n\n")
@@ -37,21 +59,25 @@ def _history(earlier: list[str], effective: list[str], analysis: str) -> str:
 
 def generate(title: str, description: str, metric: str, goal: str, code: str, papers: list[tuple[int, str, str]],
              earlier: list[str], effective: list[str], n: int, analysis: str = "", angles: bool = True,
-             tuned: bool = False) -> list[dict]:
+             tuned: bool = False, cards: Sequence[tuple[int, str, str]] = ()) -> list[dict]:
     """The ranking source's request; after the first round (`earlier` ideas) it names the
     directions no earlier idea took (`angles`); `tuned`: the topic's tuning source moves the
-    hyper-parameters, so the ideas should not (TUNED)."""
+    hyper-parameters, so the ideas should not (TUNED); `cards`: (paper number, paper id, card text)
+    of the numbered papers with a method card, shown after the papers with the request to apply
+    one (each idea then names its card and the place in the code it changes)."""
     refs = "\n".join(f"[{i}] {t}: {s}" for i, t, s in papers) or "(none)"
     return [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": (
             _head(title, description, metric, goal, code)
             + f"Reference papers:\n{refs}\n\n"
+            + _cards(cards)
             + _history(earlier, effective, analysis)
             + (_angles(earlier) if angles and earlier else "")
             + (TUNED if tuned else "")
             + f"Propose {n} different ideas. "
-            + FIELDS.format(refs="numbers of the papers that inspired it, may be empty"))},
+            + FIELDS.format(refs="numbers of the papers that inspired it, may be empty")
+            + (CARD_FIELDS if cards else ""))},
     ]
 
 
@@ -73,13 +99,13 @@ def brainstorm(title: str, description: str, metric: str, goal: str, code: str,
 
 def refill(title: str, description: str, metric: str, goal: str, code: str, papers: list[tuple[int, str, str]],
            earlier: list[str], effective: list[str], n: int, kept: list[str], dropped: list[str],
-           analysis: str = "", tuned: bool = False) -> list[dict]:
+           analysis: str = "", tuned: bool = False, cards: Sequence[tuple[int, str, str]] = ()) -> list[dict]:
     """More ideas for a round whose filters left it short: `generate`'s request (same prefix, so
     the server reuses its cache) with this round's kept ideas and the dropped ones with why."""
     so_far = "\n".join(f"- {k}" for k in kept) or "(none)"
     gone = "\n".join(f"- {d}" for d in dropped) or "(none)"
     msgs = generate(title, description, metric, goal, code, papers, earlier, effective, n, analysis=analysis,
-                    angles=False, tuned=tuned)
+                    angles=False, tuned=tuned, cards=cards)
     ask = msgs[-1]["content"]
     cut = ask.index(f"Propose {n} different ideas")
     msgs[-1] = {"role": "user", "content": (

@@ -1,0 +1,131 @@
+"""Method papers through the loop: the ranking keeps applicable method papers (assets/paper_rankings/
+methods.py), the ideas prompt shows their cards and the ideas name the card they apply
+(assets/ideas/generation.py, prompts.py), and the new Idea fields round-trip. Pure functions, no LLM."""
+import json
+
+from assets.ideas import prompts
+from assets.ideas.generation import History, chosen_card, drafts_to_ideas, shown_cards
+from assets.paper_rankings.methods import keep_method_papers, with_method_papers
+from assets.paper_rankings.scoring import KEEP_AT
+from resources.method_cards import applicable, load_cards, topic_kinds
+from schemas.frames import from_frame, to_frame
+from schemas.llm_outputs import IdeaDraft, IdeaList
+from schemas.records import FilteredIdea, Idea, PaperScore, TopicBrief
+from schemas.topic import IdeationSpec
+
+BRIEF = TopicBrief(topic="houses", title="House price regression",
+                   description="Predict the sale price of a house from tabular features (numeric and categorical "
+                               "columns). The baseline is a ridge regression; the metric is RMSE on a held-out split.",
+                   metric_name="rmse", metric_goal="minimize", task="house price regression",
+                   input="tabular features of a house", output="sale price", domain="machine learning",
+                   evaluation="RMSE", search_query="tabular regression deep learning")
+
+# what a similarity ranking gave a tabular-regression topic: the deep tabular papers share its words
+# and are kept; gradient boosting and the trees-vs-nets study fall below the cut
+RANKED = [("arik2021tabnet", 9), ("huang2020tabtransformer", 8), ("chen2016xgboost", 5), ("grinsztajn2022why", 6),
+          ("lundberg2017unified", 7), ("kipf2017semi", 7), ("yun2019cutmix", 7), ("kingma2015adam", 7),
+          ("not_a_card_paper", 7)]
+
+
+def _scores(ranked=RANKED):
+    return [PaperScore(paper_id=pid, title=pid, relevance="n/a", attribute_match="n/a", score=score,
+                       kept=score >= KEEP_AT, reason="abstract similarity", mode="similarity") for pid, score in ranked]
+
+
+def test_the_ranking_keeps_applicable_method_papers_for_a_tabular_regression_topic():
+    kinds = topic_kinds(BRIEF.title, BRIEF.description, BRIEF.metric_name)
+    assert kinds.data == {"tabular"} and kinds.task == {"regression"}
+    fits = applicable([pid for pid, _ in RANKED], kinds)
+    assert "kipf2017semi" not in fits and "yun2019cutmix" not in fits and "not_a_card_paper" not in fits
+    assert fits["chen2016xgboost"] == fits["grinsztajn2022why"] == 4 and fits["kingma2015adam"] == 2
+
+    # two kept tabular papers count toward 4 places: the two best others are added, a library card and
+    # a closer fit first (gradient boosting and the trees-vs-nets study, not the generic optimiser)
+    out = keep_method_papers(_scores(), fits, 4)
+    kept = [s.paper_id for s in out if s.kept]
+    assert kept == ["arik2021tabnet", "huang2020tabtransformer", "chen2016xgboost", "grinsztajn2022why"]
+    assert all(s.kept == (s.score >= KEEP_AT) for s in out)  # the asset's check still holds
+    added = {s.paper_id: s for s in out}["chen2016xgboost"]
+    assert added.score == KEEP_AT and added.reason.startswith("kept as an applicable method paper")
+    assert "ranked 5" in added.reason
+    # one free place: the better ranked of the two equally fitting library cards
+    assert [s.paper_id for s in keep_method_papers(_scores(), fits, 3) if s.kept][-1] == "grinsztajn2022why"
+    # deterministic, and the setting turns it off
+    assert keep_method_papers(_scores(), fits, 4) == out
+    assert keep_method_papers(_scores(), fits, 0) == _scores()
+    assert keep_method_papers(_scores(), fits, 2) == _scores()  # the kept tabular papers fill the places
+
+
+def test_a_paper_the_ranking_failed_on_is_not_kept_and_a_topic_without_kinds_gets_none():
+    scores = _scores()
+    scores[2] = scores[2].model_copy(update={"error": "no answer", "score": 1})
+    out, kinds, added = with_method_papers(BRIEF, scores, 3)
+    assert added == 1 and not {s.paper_id: s for s in out}["chen2016xgboost"].kept
+    vague = BRIEF.model_copy(update={"title": "Make it better", "description": "Improve the number.",
+                                     "task": "improve", "input": "x", "output": "y", "evaluation": "score",
+                                     "metric_name": "score"})
+    out, kinds, added = with_method_papers(vague, _scores(), 3)
+    assert not kinds.known and added == 0 and out == _scores()
+    assert IdeationSpec().method_papers == 3
+
+
+HEAD = (BRIEF.title, BRIEF.description, "rmse", "minimize", "import numpy as np\n\ndef train(X, y): ...\n")
+
+
+def test_the_ideas_prompt_shows_the_applicable_cards_and_asks_for_card_and_place():
+    kept = [s for s in keep_method_papers(_scores(), applicable([p for p, _ in RANKED], topic_kinds(
+        BRIEF.title, BRIEF.description, "rmse")), 4) if s.kept]
+    cards = shown_cards(kept, HEAD)
+    assert [(i, pid) for i, pid, _ in cards] == [(1, "arik2021tabnet"), (2, "huang2020tabtransformer"),
+                                                 (3, "chen2016xgboost"), (4, "grinsztajn2022why")]
+    refs = [(i, s.title, "abstract") for i, s in enumerate(kept, 1)]
+    text = prompts.generate(*HEAD, refs, [], [], 3, cards=cards)[-1]["content"]
+    assert "[3] Method card chen2016xgboost (tabular data, classification/regression)" in text
+    assert "sklearn.ensemble.HistGradientBoostingRegressor(max_iter=500, learning_rate=0.05" in text
+    assert "method_card" in text and "code_place" in text
+    assert "PyTorch" not in text and "libraries the code already uses" in text
+    # without cards the request is the one it was
+    plain = prompts.generate(*HEAD, refs, [], [], 3)[-1]["content"]
+    assert "Method card" not in plain and "method_card" not in plain
+    # the refill request carries the same cards
+    refill = prompts.refill(*HEAD, refs, [], [], 2, [], [], cards=cards)[-1]["content"]
+    assert "[3] Method card chen2016xgboost" in refill and refill.index("Method cards") < refill.index("Propose 2")
+    # a card for another kind of data is not shown to this topic
+    image = [PaperScore(paper_id="yun2019cutmix", title="CutMix", relevance="n/a", attribute_match="n/a", score=9,
+                        kept=True, reason="r")]
+    assert shown_cards(image, HEAD) == []
+    assert [pid for _, pid, _ in shown_cards(image, ("CIFAR", "classify images", "accuracy"))] == ["yun2019cutmix"]
+
+
+def test_a_parsed_idea_keeps_the_card_it_names_and_drops_one_not_shown():
+    kept = [PaperScore(paper_id=pid, title=pid, relevance="n/a", attribute_match="n/a", score=9, kept=True,
+                       reason="r") for pid in ("arik2021tabnet", "chen2016xgboost")]
+    answer = json.dumps({"ideas": [
+        {"Name": "boosted_trees", "Title": "Gradient boosting", "Experiment": "Replace Ridge by boosted trees.",
+         "Summary": "s", "References": [2], "method_card": "chen2016xgboost", "code_place": " train() "},
+        {"Name": "by_number", "Title": "t", "Experiment": "e", "Summary": "s", "method_card": "[2]"},
+        {"Name": "not_shown", "Title": "t", "Experiment": "e", "Summary": "s", "method_card": "yun2019cutmix"},
+        {"Name": "no_card", "Title": "t", "Experiment": "e", "Summary": "s"},
+    ]})
+    drafts = IdeaList.model_validate_json(answer).ideas
+    ideas = drafts_to_ideas(drafts, "houses", "r1", kept, History(), cards=["chen2016xgboost"])
+    assert [(i.method_card, i.code_place) for i in ideas] == [("chen2016xgboost", "train()"),
+                                                              ("chen2016xgboost", None), (None, None), (None, None)]
+    assert ideas[0].inspired_by_papers == ["chen2016xgboost"]
+    # a source that showed no card records none, whatever the draft says
+    assert drafts_to_ideas(drafts[:1], "houses", "r1", kept, History())[0].method_card is None
+    assert chosen_card("Method card CHEN2016XGBOOST", kept, {"chen2016xgboost"}) == "chen2016xgboost"
+    assert chosen_card("paper 1", kept, {"chen2016xgboost"}) is None   # paper 1 has no shown card
+    assert IdeaDraft(Name="n", Title="t", Experiment="e", Summary="s").method_card is None
+
+
+def test_idea_with_a_card_round_trips_and_old_records_load():
+    idea = Idea(idea_id="i", topic="t", round="r1", name="n", title="t", experiment="e", summary="s",
+                method_card="chen2016xgboost", code_place="fit_model()")
+    assert from_frame(to_frame([idea], Idea), Idea) == [idea]
+    assert Idea.model_validate_json(idea.model_dump_json()) == idea
+    filtered = FilteredIdea(**idea.model_dump(), max_similarity=0.1, independent=True, kept=True)
+    assert from_frame(to_frame([filtered], FilteredIdea), FilteredIdea)[0].method_card == "chen2016xgboost"
+    old = {k: v for k, v in idea.model_dump().items() if k not in ("method_card", "code_place")}
+    assert Idea.model_validate(old).method_card is None
+    assert load_cards()["chen2016xgboost"].library == "sklearn.ensemble.HistGradientBoostingRegressor"
