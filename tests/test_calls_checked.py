@@ -89,6 +89,9 @@ def test_what_is_not_named_statically_is_left_alone(tmp_path):
     # basicConfig and partial take **kwargs; the Ridge call passes **params; `make` is bound twice;
     # helpers is a module of the script's folder (an installed package of that name is not it)
     assert check_calls(code, tmp_path) == (code, [])
+    # a module that acts when imported (opens a browser) is never looked up
+    browser = "import webbrowser\nwebbrowser.open(urll='about:blank')\n"
+    assert check_calls(browser) == (browser, [])
 
 
 def test_a_failed_lookup_changes_nothing(monkeypatch):

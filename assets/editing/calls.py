@@ -26,7 +26,7 @@ from assets.editing.lookup import checked, parameters
 # typo's (n_estimator, random_sate, alpah), not a parameter that shares a word (alpha is not
 # RandomForestRegressor's ccp_alpha, whose 1.0 prunes every tree); below it the keyword is dropped
 BEFORE_RUN_CUTOFF = 0.8
-MAX_CALLS = 200  # distinct callees looked up for one script
+MAX_CALLS = 200  # distinct callees (and imported names) looked up for one script
 API_LINES = 12  # lines of api_notes by default
 API_LINE_CHARS = 300
 
@@ -138,7 +138,7 @@ def check_calls(code: str, folder: Path | None = None) -> tuple[str, list[str]]:
         return code, []
     imports = list(dict.fromkeys(
         (n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level
-        and n.module != "__future__" and not _local(n.module, folder) for a in n.names if a.name != "*"))
+        and n.module != "__future__" and not _local(n.module, folder) for a in n.names if a.name != "*"))[:MAX_CALLS]
     calls = [(c, f) for c, f in library_calls(tree, folder) if c.keywords]
     callees = list(dict.fromkeys(f for _, f in calls))[:MAX_CALLS]
     if not imports and not callees:
@@ -147,7 +147,8 @@ def check_calls(code: str, folder: Path | None = None) -> tuple[str, list[str]]:
     if answer is None:
         return code, []
     lines = code.splitlines(keepends=True)
-    spans, said = [], {}
+    spans: list[tuple[int, int, str]] = []
+    said: dict[tuple[str, str | None, str], list[int]] = {}
     for call, found in calls:
         sig = _signature(answer, found) if found in callees else None
         for kw, right in _keyword_edits(call, sig) if sig is not None else []:

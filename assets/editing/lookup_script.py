@@ -22,6 +22,7 @@ import inspect
 import json
 import pkgutil
 import sys
+from collections.abc import Callable
 
 ACTS = {"antigravity", "this", "turtle", "turtledemo", "tkinter", "idlelib", "webbrowser"}  # act when imported
 TEXT = 160  # characters kept of a signature and of a docstring's first line
@@ -115,10 +116,10 @@ def described(obj: object) -> dict | None:
 
 
 def check(imports: list[list[str]], calls: list[list[str]], limit: int) -> dict:
-    missing: dict[str, list[str]] = {}
+    absent: list[tuple[str, str]] = []
     for module, name in imports:
         try:
-            mod = importlib.import_module(module) if public(module) or module in sys.stdlib_module_names else None
+            mod = importlib.import_module(module) if public(module) else None
         except BaseException:
             continue  # not installed (a module of the workspace, say): nothing known about it
         if mod is None or hasattr(mod, name):
@@ -127,9 +128,11 @@ def check(imports: list[list[str]], calls: list[list[str]], limit: int) -> dict:
             importlib.import_module(f"{module}.{name}")
             continue
         except BaseException:
-            pass
-        found = exported([name], [module.split(".")[0]], limit)[name]
-        missing[f"{module}:{name}"] = [m for m in found if m != module]
+            absent.append((module, name))
+    missing: dict[str, list[str]] = {}
+    for top in dict.fromkeys(module.split(".")[0] for module, _ in absent):  # one walk per package
+        found = exported(list(dict.fromkeys(n for m, n in absent if m.split(".")[0] == top)), [top], limit)
+        missing.update({f"{m}:{n}": [x for x in found[n] if x != m] for m, n in absent if m.split(".")[0] == top})
     signatures: dict[str, dict | None] = {}
     for module, path in calls:
         head = path.split(".")[0]
@@ -142,7 +145,7 @@ def check(imports: list[list[str]], calls: list[list[str]], limit: int) -> dict:
     return {"missing": missing, "calls": signatures}
 
 
-COMMANDS = {"exported": exported, "parameters": parameters, "check": check}
+COMMANDS: dict[str, Callable[..., object]] = {"exported": exported, "parameters": parameters, "check": check}
 
 
 def main(argv: list[str]) -> None:
