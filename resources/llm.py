@@ -25,7 +25,7 @@ import dagster as dg
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from resources.llm_limits import limited_http_client, limits_for
-from resources.local_llm import LocalLLM
+from resources.local_llm import LocalLLM, slot_count
 from resources.paths import under_home
 from resources.safe_io import atomic_write_text
 from resources.settings import llm_endpoint, settings
@@ -275,7 +275,8 @@ class LLM(dg.ConfigurableResource):
         return "whole" if self.is_local() else "search_replace"
 
     def concurrency(self) -> int:
-        return 1 if self.is_local() else max(1, self.max_concurrency)
+        # the local server decodes as many requests at once as it has slots; more would only queue
+        return slot_count(self.local_llm.slots or None) if self.is_local() else max(1, self.max_concurrency)
 
     def request_timeout_s(self) -> float:
         return self.timeout_s if self.timeout_s is not None else settings().llm_timeout_s
