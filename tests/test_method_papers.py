@@ -129,3 +129,15 @@ def test_idea_with_a_card_round_trips_and_old_records_load():
     old = {k: v for k, v in idea.model_dump().items() if k not in ("method_card", "code_place")}
     assert Idea.model_validate(old).method_card is None
     assert load_cards()["chen2016xgboost"].library == "sklearn.ensemble.HistGradientBoostingRegressor"
+
+
+def test_the_patch_prompt_carries_the_card_of_the_idea():
+    from assets.patched_code.prompts import implement
+
+    code = "def train(X, y):\n    return X\n"
+    args = (code, "experiment.py", "whole", "Gradient boosting", "Replace ridge.", ["use boosted trees"])
+    text = implement(*args, method_card="chen2016xgboost")[-1]["content"]
+    assert "The idea applies this method: Method card chen2016xgboost" in text
+    assert text.index("applies this method") < text.index("Planned changes")
+    assert "applies this method" not in implement(*args)[-1]["content"]
+    assert "applies this method" not in implement(*args, method_card="no_such_paper")[-1]["content"]

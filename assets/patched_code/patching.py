@@ -82,7 +82,7 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
                llm: LLM, style: DraftStyle, note: str = "", data: str = "") -> Draft:
     messages = patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes,
                                        functions=plan.functions if fmt == "functions" else (),
-                                       extra=style.instruction, data=data)
+                                       extra=style.instruction, data=data, method_card=idea.method_card)
     parse = lambda t: check_edit(code, apply_edit(code, t, fmt, spec.code), spec)  # noqa: E731
     kw = dict(stage="patched_code", parse=parse, max_tokens=max_tokens(fmt), item=idea.idea_id)
     if style.temperature is None:  # the greedy draft, asked again (sampled) when it is unusable
@@ -95,7 +95,7 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
     if not res.ok:
         return Draft(index=k, edit_format=fmt, status=edit_status(res), reason=res.error, how=how,
                      resamples=resamples)
-    patched, mended = mend(res.value.code)
+    patched, mended = mend(res.value.code, spec.path.parent)  # the topic's own modules are not looked up
     diff = unified_diff(code, patched, spec.code) if mended else res.value.diff
     if mended:  # misplaced statements and left-out imports: mended before any run is spent on them
         how += "; mended: " + "; ".join(mended)

@@ -5,13 +5,18 @@ from assets.editing.edit_formats import instructions
 from assets.editing.prompts import RULES, system_prompt
 from assets.experiment_plans.planning import MODULE
 from assets.shared.data_profile import data_section
+from resources.method_cards import card_text
 
 
 def implement(code: str, filename: str, edit_format: str, title: str, summary: str, changes: list[str],
-              functions: list[str] | tuple[str, ...] = (), extra: str = "", data: str = "") -> list[dict]:
+              functions: list[str] | tuple[str, ...] = (), extra: str = "", data: str = "",
+              method_card: str | None = None) -> list[dict]:
     """`functions`: the definitions the plan changes (named in the prompt, so a changed-definitions
     answer knows what to return); `extra`: the draft's own instruction (assets/editing/drafts.py);
-    `data`: the topic folder's data profile (assets/shared/data_profile.py), shown as a Data section."""
+    `data`: the topic folder's data profile (assets/shared/data_profile.py), shown as a Data section;
+    `method_card`: the paper id of the method card the idea applies (Idea.method_card), shown after
+    the idea."""
+    card = card_text(method_card) if method_card else None
     steps = "\n".join(f"- {c}" for c in changes)
     where = ""
     if functions:
@@ -20,7 +25,9 @@ def implement(code: str, filename: str, edit_format: str, title: str, summary: s
     return [
         {"role": "system", "content": system_prompt(code, filename)},
         {"role": "user", "content": (
-            f"Implement this idea: {title}\n{summary}\nPlanned changes:\n{steps}\n{where}\n{data_section(data)}"
+            f"Implement this idea: {title}\n{summary}\n"
+            + (f"The idea applies this method: {card}\n" if card else "")
+            + f"Planned changes:\n{steps}\n{where}\n{data_section(data)}"
             f"{RULES}\n"
             + (f"{extra}\n" if extra else "") + instructions(edit_format, filename))},
     ]
