@@ -95,7 +95,7 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
     if not res.ok:
         return Draft(index=k, edit_format=fmt, status=edit_status(res), reason=res.error, how=how,
                      resamples=resamples)
-    patched, mended = mend(res.value.code, spec.path.parent)  # the topic's own modules are not looked up
+    patched, mended = mend(res.value.code, spec.path)  # the topic's own modules are not looked up
     diff = unified_diff(code, patched, spec.code) if mended else res.value.diff
     if mended:  # misplaced statements and left-out imports: mended before any run is spent on them
         how += "; mended: " + "; ".join(mended)
