@@ -81,11 +81,11 @@ DATA_WORDS: dict[str, tuple[str, ...]] = {
     "audio": ("audio", "speech", "sound", "waveform", "spectrogram", "acoustic", "speaker", "music"),
 }
 TASK_WORDS: dict[str, tuple[str, ...]] = {
-    "classification": ("classif", "class label", "classes", "accuracy", "f1", "auc", "segmentation", "tagging"),
+    "classification": ("classif", "label", "classes", "accuracy", "f1", "auc", "segmentation", "tagging"),
     "regression": ("regress", "continuous target", "continuous value", "rmse", "mse", "mae", "r2", "r^2",
                    "r-squared", "mean squared", "mean absolute", "forecast", "price", "real-valued", "numeric target"),
-    "generation": ("generat", "synthes", "sample quality", "fid", "inception score", "likelihood of samples",
-                   "machine translation", "captioning", "summari"),
+    "generation": ("generative", "generation", "generate new", "generates new", "synthesi", "text-to-",
+                   "sample quality", "fid", "inception score", "machine translation", "captioning", "summari"),
     "decision": ("reinforcement", "policy", "reward", "agent", "episode", "control task", "environment steps"),
 }
 
@@ -94,6 +94,9 @@ def _pattern(stems: tuple[str, ...]) -> re.Pattern:
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(re.escape(s) for s in stems) + ")", re.I)
 
 
+# phrases whose words would name a kind they are not: a logistic regression classifies, data that was
+# "procedurally generated" is not a generation task
+_NOT_KINDS = re.compile(r"logistic regression|(?:procedurally|randomly|synthetically) generated", re.I)
 _DATA = {k: _pattern(v) for k, v in DATA_WORDS.items()}
 _TASK = {k: _pattern(v) for k, v in TASK_WORDS.items()}
 
@@ -113,6 +116,7 @@ def topic_kinds(*texts: str) -> TopicKinds:
     """The data and task kinds named in the topic's texts (title, description, task, input,
     output, metric name ...)."""
     text = " ".join(t for t in texts if t)
+    text = _NOT_KINDS.sub(" ", text)
     return TopicKinds(frozenset(k for k, p in _DATA.items() if p.search(text)),
                       frozenset(k for k, p in _TASK.items() if p.search(text)))
 

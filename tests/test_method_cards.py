@@ -105,6 +105,10 @@ def test_card_text_names_the_change_and_the_library_call():
     (("Sentiment", "classify movie reviews as positive or negative"), {"text"}, {"classification"}),
     (("ModelNet40", "point cloud shape classification"), {"point-cloud"}, {"classification"}),
     (("Some topic", "make the number go up"), set(), set()),
+    (("Shapes", "classify point clouds sampled on procedurally generated shapes"), {"point-cloud"}, {"classification"}),
+    (("Spam", "label e-mails as spam; the baseline is a logistic regression on word counts"), {"text"},
+     {"classification"}),
+    (("Faces", "a generative model of face images; metric FID"), {"image"}, {"generation"}),
 ])
 def test_topic_kinds_from_the_topic_words(texts, data, task):
     kinds = topic_kinds(*texts)
