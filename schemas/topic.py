@@ -189,12 +189,12 @@ class IdeationSpec(BaseModel):
                          "budget.ideas_per_round ideas, ask for more at most this many times, telling the model "
                          "which ideas were dropped and why (assets/filtered_ideas/filtering.py fill_round); "
                          "0 = DOLPHIN's single proposal")
-    method_papers: int = Field(3, ge=0, le=10, description="places of the papers paper_rankings keeps that go "
-                               "to method papers whose method card (corpus/method_cards.jsonl) applies to the topic's "
-                               "kind of data and output (named in its title, description and metric): the best-fitting "
-                               "of the round's papers are kept even when their abstract shares few of its words "
-                               "(a paper kept on its score counts), and the ideas prompt shows their cards "
-                               "(assets/paper_rankings/methods.py); 0: only the ranking's own score decides")
+    method_papers: int = Field(3, ge=0, le=10, description="method papers paper_rankings keeps beyond those "
+                               "kept on their score: papers whose method card (corpus/method_cards.jsonl) applies to "
+                               "the topic's kind of data and output (named in its title, description and metric), the "
+                               "best-fitting first, preferring library calls the code does not make yet from packages "
+                               "it imports; the ideas prompt shows their cards (assets/paper_rankings/methods.py); "
+                               "0: only the ranking's own score decides")
 
     @field_validator("sources", mode="before")
     @classmethod

@@ -39,28 +39,33 @@ def test_the_ranking_keeps_applicable_method_papers_for_a_tabular_regression_top
     assert "kipf2017semi" not in fits and "yun2019cutmix" not in fits and "not_a_card_paper" not in fits
     assert fits["chen2016xgboost"] == fits["grinsztajn2022why"] == 4 and fits["kingma2015adam"] == 2
 
-    # two kept tabular papers count toward 4 places: the two best others are added, a library card and
-    # a closer fit first (gradient boosting and the trees-vs-nets study, not the generic optimiser)
-    out = keep_method_papers(_scores(), fits, 4)
+    # 3 places beyond the papers kept on their score: one at a time, the closest fit first, a library call
+    # not chosen yet before a card without one before a repeated call (the generic optimiser fits worse)
+    out = keep_method_papers(_scores(), fits, 3)
     kept = [s.paper_id for s in out if s.kept]
-    assert kept == ["arik2021tabnet", "huang2020tabtransformer", "chen2016xgboost", "grinsztajn2022why"]
+    assert kept == ["arik2021tabnet", "huang2020tabtransformer", "chen2016xgboost", "grinsztajn2022why",
+                    "lundberg2017unified"]
+    added = {s.paper_id: s for s in out}
+    assert added["grinsztajn2022why"].reason.startswith("kept as an applicable method paper (1 of 3;")
+    assert added["lundberg2017unified"].reason.startswith("kept as an applicable method paper (2 of 3;")
+    assert added["chen2016xgboost"].score == KEEP_AT and "ranked 5" in added["chen2016xgboost"].reason
     assert all(s.kept == (s.score >= KEEP_AT) for s in out)  # the asset's check still holds
-    added = {s.paper_id: s for s in out}["chen2016xgboost"]
-    assert added.score == KEEP_AT and added.reason.startswith("kept as an applicable method paper")
-    assert "ranked 5" in added.reason
-    # one free place: the better ranked of the two equally fitting library cards
-    assert [s.paper_id for s in keep_method_papers(_scores(), fits, 3) if s.kept][-1] == "grinsztajn2022why"
+    assert [s.paper_id for s in keep_method_papers(_scores(), fits, 1) if s.kept][-1] == "grinsztajn2022why"
+    # a call the reference code already makes comes after the others
+    code = "from sklearn.ensemble import HistGradientBoostingRegressor\nmodel = HistGradientBoostingRegressor()\n"
+    assert [s.paper_id for s in keep_method_papers(_scores(), fits, 1, code=code) if s.kept][-1] == \
+        "lundberg2017unified"
     # deterministic, and the setting turns it off
-    assert keep_method_papers(_scores(), fits, 4) == out
+    assert keep_method_papers(_scores(), fits, 3) == out
     assert keep_method_papers(_scores(), fits, 0) == _scores()
-    assert keep_method_papers(_scores(), fits, 2) == _scores()  # the kept tabular papers fill the places
+    assert len([s for s in keep_method_papers(_scores(), fits, 10) if s.kept]) == 2 + 4  # every applicable one
 
 
 def test_a_paper_the_ranking_failed_on_is_not_kept_and_a_topic_without_kinds_gets_none():
     scores = _scores()
     scores[2] = scores[2].model_copy(update={"error": "no answer", "score": 1})
     out, kinds, added = with_method_papers(BRIEF, scores, 3)
-    assert added == 1 and not {s.paper_id: s for s in out}["chen2016xgboost"].kept
+    assert added == 3 and not {s.paper_id: s for s in out}["chen2016xgboost"].kept
     vague = BRIEF.model_copy(update={"title": "Make it better", "description": "Improve the number.",
                                      "task": "improve", "input": "x", "output": "y", "evaluation": "score",
                                      "metric_name": "score"})
@@ -74,10 +79,11 @@ HEAD = (BRIEF.title, BRIEF.description, "rmse", "minimize", "import numpy as np\
 
 def test_the_ideas_prompt_shows_the_applicable_cards_and_asks_for_card_and_place():
     kept = [s for s in keep_method_papers(_scores(), applicable([p for p, _ in RANKED], topic_kinds(
-        BRIEF.title, BRIEF.description, "rmse")), 4) if s.kept]
+        BRIEF.title, BRIEF.description, "rmse")), 3) if s.kept]
     cards = shown_cards(kept, HEAD)
     assert [(i, pid) for i, pid, _ in cards] == [(1, "arik2021tabnet"), (2, "huang2020tabtransformer"),
-                                                 (3, "chen2016xgboost"), (4, "grinsztajn2022why")]
+                                                 (3, "chen2016xgboost"), (4, "grinsztajn2022why"),
+                                                 (5, "lundberg2017unified")]
     refs = [(i, s.title, "abstract") for i, s in enumerate(kept, 1)]
     text = prompts.generate(*HEAD, refs, [], [], 3, cards=cards)[-1]["content"]
     assert "[3] Method card chen2016xgboost (tabular data, classification/regression)" in text
