@@ -1,7 +1,7 @@
 """How far can the tuning source's first step go? Every one-knob move of a topic's baseline,
 run on the topic's seeds and judged by the loop's own verdict rule, with no LLM.
 
-For each topic, each knob the `tuning` source finds in the baseline code (assets/ideas/tuning.py
+For each topic, each knob the `tuning` source finds in the baseline code (assets/ideas/tuning/
 `find_knobs`) and each of its candidate values (`moves`: both directions) is applied (`apply_move`),
 run in the real sandbox on the topic's seeds (budget.seeds) and judged against the baseline's seeds by
 assets/shared/verdicts.py `judge_seeds`, the rule of the loop's verdicts. This is the whole
@@ -126,7 +126,7 @@ def section(rec: dict) -> str:
              "verdict rule (assets/shared/verdicts.py). A topic with no `improvement` here cannot get one "
              "from the tuning source's first step in any order; its wins must come from the LLM's ideas or from "
              "moves stacked on an earlier win. Pairs: the compensating pairs (a learning rate lowered 3x with the "
-             "training length beside it raised 3x, `compensations` in assets/ideas/tuning.py, which the loop proposes "
+             "training length beside it raised 3x, `compensations` in assets/ideas/tuning/, which the loop proposes "
              "once a slower rate alone declined) and, with `--pairs`, two single moves on different knobs, neither a "
              "decline, applied together (the largest summed single gains first); the single-move columns leave them "
              "out.", "",

@@ -70,7 +70,7 @@ class PaperScore(BaseModel):
 
 
 class TuningMove(BaseModel):
-    """One hyper-parameter move of the `tuning` idea source (assets/ideas/tuning.py): set the knob
+    """One hyper-parameter move of the `tuning` idea source (assets/ideas/tuning/): set the knob
     `key` of the round's reference code from `old` to `new`."""
     key: str = Field(description="the knob, stable across rounds: 'EPOCHS', '--lr', 'Adam(lr=)'")
     name: str
@@ -289,7 +289,7 @@ class Attempt(BaseModel):
                                     # more than 1: unusable answers)
     reverted: bool = False          # the fix before this attempt broke the script; the next fix starts from
                                     # the code before it
-    # the repair search (assets/run_results/experimenting.py run_with_repair): every run after the first is a
+    # the repair search (assets/run_results/repair_search.py run_with_repair): every run after the first is a
     # candidate fix of an earlier run's failure
     parent: int | None = None       # the attempt whose failure this run's code is a candidate fix of
     fix_source: str = ""            # how this run's code was made from its parent's: llm | suggestion (the

@@ -145,7 +145,7 @@ class IdeationSpec(BaseModel):
         "such): the LLM reads each chain oldest first, names the trend and the next step, and applies that step to "
         "the code (Chain-of-Ideas, `ideation.chains`); brainstorm = from the topic and code alone (no papers); "
         "tuning = hyper-parameter moves found in the code without the LLM (`ideation.tuning_moves` per round, kept "
-        "without the filters, within the round's budget; assets/ideas/tuning.py; a script with no named knob and no "
+        "without the filters, within the round's budget; assets/ideas/tuning/; a script with no named knob and no "
         "swap gets none). Default [ranking, tuning]: the moves made the loop's only verified improvements on the "
         "local model so far (bench/RESULTS.md effectiveness); [ranking] alone is DOLPHIN's loop")
     tuning_moves: int = Field(1, ge=1, le=10, description="moves the `tuning` source proposes per round (at most one "
@@ -154,7 +154,7 @@ class IdeationSpec(BaseModel):
                                "in this topic: the budget is shared between moves and the LLM's ideas in proportion "
                                "to each kind's rate of verified improvements so far ((wins + 1) / (runs + 2)), at "
                                "least tuning_moves and at least one place left for the LLM's ideas "
-                               "(assets/ideas/tuning.py tuning_places); false: always tuning_moves")
+                               "(assets/ideas/tuning/ tuning_places); false: always tuning_moves")
     tuning_fill: bool = Field(True, description="the tuning source also proposes reserve moves (up to "
                               "budget.ideas_per_round in all, one per knob), which fill the places the filters and "
                               "refills left empty, so a round still tests its budget of ideas")

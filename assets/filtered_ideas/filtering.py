@@ -126,7 +126,7 @@ TUNING_KEPT = ("a hyper-parameter move or a carried-over win (tuning source, no 
 
 def keep_tuning(items: Sequence[Idea], budget: int) -> tuple[list[FilteredIdea], list[Idea]]:
     """The tuning source's moves decided without the filters (the move rule of
-    assets/ideas/tuning.py already never repeats a value; similarity and novelty are about
+    assets/ideas/tuning/ already never repeats a value; similarity and novelty are about
     ideas from papers), kept while within `budget`; and the other ideas, for the filters."""
     out = []
     for i in (i for i in items if i.source == "tuning"):
