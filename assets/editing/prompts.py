@@ -8,12 +8,32 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Sequence
 from pathlib import PurePath
 
 from assets.editing.calls import api_notes
 
 RULES = ("Keep the command-line arguments, the data loading, the evaluation and the writing of "
          "final_info.json working exactly as they are. Keep the training time similar.")
+
+
+def rules(code: str, entry_points: Sequence[str] = ()) -> str:
+    """What an edit must keep, said for the task at hand: a training script keeps `RULES`; a file
+    that an evaluator imports keeps the functions it calls (their names and parameters), and the
+    parts the code does not have (arguments, final_info.json) are not mentioned."""
+    if not entry_points and "final_info" in code:
+        return RULES
+    keep = []
+    if "argparse" in code or "sys.argv" in code:
+        keep.append("the command-line arguments")
+    if "final_info" in code:
+        keep.append("the writing of final_info.json")
+    said = f"Keep {', '.join(keep)} working exactly as they are. " if keep else ""
+    if entry_points:
+        names = ", ".join(f"`{e.split(':', 1)[-1]}`" for e in entry_points)
+        said += (f"The task's evaluator calls {names}: keep their names, parameters and what they return "
+                 "(its type and meaning); change how they compute it. ")
+    return said + "Keep the running time similar."
 
 # file suffix -> (language, fence tag)
 LANGUAGES = {".py": ("Python", "python"), ".r": ("R", "r"), ".jl": ("Julia", "julia"), ".sh": ("shell", "bash"),

@@ -82,7 +82,8 @@ def _ask_draft(k: int, fmt: str, spec: TopicSpec, code: str, idea: FilteredIdea,
                llm: LLM, style: DraftStyle, note: str = "", data: str = "") -> Draft:
     messages = patch_prompts.implement(code, spec.code, fmt, idea.title, idea.summary, plan.changes,
                                        functions=plan.functions if fmt == "functions" else (),
-                                       extra=style.instruction, data=data, method_card=idea.method_card)
+                                       extra=style.instruction, data=data, method_card=idea.method_card,
+                                       entry_points=spec.entry_points)
     parse = lambda t: check_edit(code, apply_edit(code, t, fmt, spec.code), spec)  # noqa: E731
     kw = dict(stage="patched_code", parse=parse, max_tokens=max_tokens(fmt), item=idea.idea_id)
     if style.temperature is None:  # the greedy draft, asked again (sampled) when it is unusable
