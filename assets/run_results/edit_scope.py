@@ -54,7 +54,7 @@ def named_paths(answer: str) -> list[str]:
         opening = _FENCE_OPEN.match(line)
         if opening and not in_fence:
             in_fence = True
-            info = opening["info"].split()
+            info = re.split(r"[\s:=\"']+", opening["info"])  # ```python harness.py, ```py:harness.py, title="x.py"
             found += [w for w in info if re.fullmatch(_PATH, w) and not w.startswith(".")]
             if i + 1 < len(lines) and (m := _FIRST_COMMENT.match(lines[i + 1])):
                 found.append(m["p"])
