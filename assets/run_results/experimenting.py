@@ -47,6 +47,7 @@ class RunTarget:
     score: tuple[str, ...] = ()  # the scorer (fresh sandbox, after a run that exits 0); it writes the metric
     hidden: tuple[str, ...] = ()  # files of `folder` the run's workspace lacks (only the scorer sees them)
     execution: ExecutionSpec | None = None  # the topic's backend and Ray request (None: the environment's)
+    entry_points: tuple[str, ...] = ()  # the functions the task's evaluator calls (kept by every edit)
 
     @classmethod
     def of_topic(cls, spec: TopicSpec, which: str = "run", seed: int = 0) -> RunTarget:
@@ -56,7 +57,7 @@ class RunTarget:
                    timeout_s=spec.budget.run_timeout_s, memory_mb=spec.budget.memory_mb, metric=spec.metric.name,
                    label=label, bounds=spec.metric.bounds,
                    score=tuple(spec.run_command(OUT_DIR, "score", seed=seed, pred_dir=PRED_DIR)) if spec.score else (),
-                   hidden=tuple(spec.hidden), execution=spec.execution)
+                   hidden=tuple(spec.hidden), execution=spec.execution, entry_points=tuple(spec.entry_points))
 
 
 def as_target(spec: TopicSpec | RunTarget) -> RunTarget:

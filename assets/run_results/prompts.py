@@ -4,8 +4,10 @@
   then fixes the error from the error, the structure and its analysis (`fix`);
 - "traceback": the traceback only, fixed in one step;
 - "error": only the final error line, fixed in one step."""
+from collections.abc import Sequence
+
 from assets.editing.edit_formats import instructions
-from assets.editing.prompts import RULES, system_prompt
+from assets.editing.prompts import rules, system_prompt
 
 MODES = ("structure", "traceback", "error")
 
@@ -46,7 +48,7 @@ def analyse(code: str, filename: str, error: str, structure: str, title: str = "
 def fix(code: str, filename: str, edit_format: str, error: str, structure: str, title: str,
         *, mode: str = "structure", analysis: str = "",
         generic: bool = False, notes: str = "", rejected: str = "", unhelpful: str = "",
-        repeated: str = "") -> list[dict]:
+        repeated: str = "", entry_points: Sequence[str] = ()) -> list[dict]:
     """Step 2 (or the only step): propose the fix, in `mode` (see repair_search.MODES); with
     `generic` (a plain script, not a topic) the rules speak of the script, not final_info.json.
     `rejected`: a fix of this code that broke the script; `unhelpful`: fixes after which it
@@ -70,7 +72,7 @@ def fix(code: str, filename: str, edit_format: str, error: str, structure: str, 
             _failure(error, structure, title, mode) + note + _facts(notes, mode) +
             "\nFind the cause and fix it with the smallest change. Do not remove "
             f"{'the idea, ' if title else ''}the training or the evaluation.\n"
-            f"{GENERIC_RULES if generic else RULES}\n"
+            f"{GENERIC_RULES if generic else rules(code, entry_points)}\n"
             + instructions(edit_format, filename))},
     ]
 

@@ -31,6 +31,7 @@ from assets.editing.edit_formats import (
     max_tokens,
     unified_diff,
 )
+from assets.editing.entry_points import broken_interface, topic_roots
 from assets.editing.honesty import honesty_problems
 from assets.editing.resampling import complete_resampled
 from assets.editing.suggestions import mend, suggested_fix
@@ -154,6 +155,10 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
 
     scope = scope or EditScope(target.folder, target.code_file)
 
+    def roots(src: str) -> list[str]:  # the entry points a fix must keep (declared, or imported by the harness)
+        declared, imported = topic_roots(target.folder, target.code_file, src, list(target.entry_points))
+        return [*declared, *imported]
+
     def parse(text: str, src: str = current):
         if why := scope.refusal(text, src):  # before applying: the format would write it into the code file
             raise EditError(OTHER_FILE, why)
@@ -168,13 +173,16 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
                             "cannot happen") from None
         if why := scope.refusal("", src, edit.code):
             raise EditError(OTHER_FILE, why)
+        if why := broken_interface(roots(src), src, edit.code):
+            raise EditError("not_applied", why + ": keep the functions the task's evaluator calls as they are")
         if honesty and (problems := honesty_problems(reference, edit.code, target.metric)):
             raise EditError("dishonest", "the fix " + "; ".join(problems) + ": fix the error instead")
         return edit
 
     messages = prompts.fix(current, target.code_file, fmt, error, f.local_structure, title, mode=mode,
                            analysis=a.analysis, generic=target.metric is None, notes=f.error_notes,
-                           rejected=rejected, unhelpful=unhelpful, repeated=repeated)
+                           rejected=rejected, unhelpful=unhelpful, repeated=repeated,
+                           entry_points=target.entry_points)
     res, resamples = complete_resampled(llm, messages, stage="debug", parse=parse, max_tokens=max_tokens(fmt),
                                         max_retries=WHOLE_FILE_RETRIES, item=item, round=ask_round)
     a.fix_resamples += resamples
@@ -182,7 +190,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
         a.fix_status, a.fix_error = (OTHER_FILE if res.error_kind == OTHER_FILE else edit_status(res)), res.error
         return None
     a.fix_status, a.fix_diff = "ok", res.value.diff
-    fixed, mended = mend(res.value.code)
+    fixed, mended = mend(res.value.code, target.folder)  # the folder's own modules are not looked up
     if mended:  # misplaced statements and left-out imports of the fix: mended, no run spent on them
         a.fix_diff = unified_diff(current, fixed, target.code_file)
     return fixed
