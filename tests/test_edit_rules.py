@@ -29,8 +29,8 @@ def test_a_repair_that_renames_an_entry_point_is_refused_before_a_run(tmp_path):
     from schemas.records import Attempt
 
     (tmp_path / "strategy.py").write_text(STRATEGY)
-    target = RunTarget(folder=tmp_path, code_file="strategy.py", command=("python", "evaluate.py"), timeout_s=10, metric="payoff",
-                       entry_points=("strategy.py:next_move",))
+    target = RunTarget(folder=tmp_path, code_file="strategy.py", command=("python", "evaluate.py"), timeout_s=10,
+                       metric="payoff", entry_points=("strategy.py:next_move",))
     renamed = "def choose(history):\n    return 'D'\n"
 
     class OneAnswer:  # the LLM resource's complete(): the parse hook sees the answer, as the server's would
