@@ -33,6 +33,9 @@ bench/results/effectiveness.md is rendered from the record (only when the record
     .venv/bin/python -m bench.effectiveness_bench --merge a.json,b.json   # topics run side by side, one record
     .venv/bin/python -m bench.effectiveness_bench --dev-tasks   # the development tasks of bench/tasks/
                                                                   # (record: bench/records/effectiveness_dev_tasks.json)
+
+One module for one benchmark (driving the loop, reading its records back, rendering); the round
+bench (bench/round_bench.py) imports its driver instead of repeating it.
 """
 from __future__ import annotations
 

@@ -26,6 +26,9 @@ LLM answers are cached under DAGSTER_HOME (default /tmp/rl_bench_home); the firs
 timings are kept in $DAGSTER_HOME/ranking_request_timings.json. Record: bench/records/ranking_loto.json
 (every paper's answers and scores, the tuned values, the verdicts, timings); section "ranking" of
 bench/results/ranking.md is rendered from it.
+
+One module for one benchmark: asking, the leave-one-topic-out tuning and the rendering share the
+record's shape and nothing outside this benchmark uses them.
 """
 from __future__ import annotations
 

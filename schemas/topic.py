@@ -1,4 +1,8 @@
-"""TopicSpec: the declarative `experiments/<topic>/topic.yaml`."""
+"""TopicSpec: the declarative `experiments/<topic>/topic.yaml`.
+
+One job, the topic file's schema: the sub-models (metric, budget, ideation, execution) and their
+validators stay together because docs/topic-reference.md is generated from this one module and a
+reader finds every field of topic.yaml here."""
 from __future__ import annotations
 
 import keyword
