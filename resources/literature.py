@@ -22,7 +22,9 @@ from typing import cast
 import dagster as dg
 from pydantic import Field
 
+from resources.citations import corpus_with_references
 from resources.embedder import Embedder
+from resources.llm import ResponseCache
 from resources.paths import REPO_ROOT, under_home
 from resources.scholarly import (
     OPENALEX_URL,
@@ -45,8 +47,6 @@ ONLINE_OVERFETCH = 2   # online results lacking an abstract are skipped; fetch t
 def load_corpus(path: Path) -> list[Paper]:
     """A corpus/paper file read whole (JSON lines or Parquet with title + abstract/summary), each
     paper with the ids it cites from citations.jsonl beside the file (resources/citations.py)."""
-    from resources.citations import corpus_with_references
-
     return corpus_with_references(load_papers(path, source="corpus"), path)
 
 
@@ -83,8 +83,6 @@ class Literature(dg.ConfigurableResource):
     def expire_http_cache(self, max_age_s: float) -> int:
         """Drop cached online answers older than max_age_s (the weekly refresh); returns how
         many. Also prunes the one-file-per-answer folders an older version wrote."""
-        from resources.llm import ResponseCache
-
         root = self.http_cache_root()
         legacy = sum(ResponseCache(d).prune(max_age_s) for d in sorted(root.iterdir()) if d.is_dir())
         return expire_cache(root, max_age_s) + legacy

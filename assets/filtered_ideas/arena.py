@@ -27,6 +27,7 @@ from typing import Protocol
 
 from assets.filtered_ideas import arena_prompts as prompts
 from assets.filtered_ideas.arena_prompts import CRITERIA, ArenaJudgement
+from assets.shared.metadata import md_table
 from schemas.records import Idea
 
 K_FACTOR = 32.0         # the classic chess / Chatbot-Arena-online value
@@ -249,8 +250,6 @@ def arena_metadata(outcome: ArenaOutcome | None, items: Sequence[Idea]) -> dict:
     if outcome is None:
         return {}
     import dagster as dg
-
-    from assets.shared.metadata import md_table
 
     names = {i.idea_id: i.name for i in items}
     return {

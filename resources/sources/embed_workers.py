@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import polars as pl
 
+from resources.ray_backend import connect
 from resources.settings import settings
 from resources.sources.base import doc_text
 
@@ -143,8 +144,6 @@ def embed_chunks(lf: pl.LazyFrame, todo: Sequence[tuple[int, int]], embedder, wo
     elif workers > 1 and spec is not None:  # spec None: the first branch
         if ray_backend:
             try:
-                from resources.ray_backend import connect
-
                 connect()
             except Exception as e:  # noqa: BLE001 (no cluster, or no ray: the index is still built)
                 log.warning("embedding on Ray: cannot reach the cluster (%s: %s); using %d local processes",

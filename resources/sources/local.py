@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from resources.citations import corpus_with_references
 from resources.sources.ann import nearest
 from resources.sources.base import PaperSource, rrf_fuse
 from resources.sources.dumps import DumpFormat, detect_format, to_papers
@@ -50,8 +51,6 @@ class LocalSource(PaperSource):
         """The `corpus` source's papers carry the ids they cite (citations.jsonl beside the file)."""
         if self.name != "corpus":
             return papers
-        from resources.citations import corpus_with_references
-
         return corpus_with_references(papers, self.path)
 
     def papers(self) -> list[Paper]:
