@@ -10,6 +10,8 @@ import textwrap
 import warnings
 
 from bench import REGISTRY
+from bench.results import write_index
+from resources.local_llm import assemble_model
 
 
 def listing() -> str:
@@ -29,8 +31,6 @@ def fetch_model() -> None:
     would do this on its first request, with no progress shown)."""
     if os.environ.get("OPENAI_BASE_URL"):
         return
-    from resources.local_llm import assemble_model
-
     model = os.environ.get("RESEARCHLOOP_LOCAL_MODEL") or "qwen2.5-coder-1.5b"
     print(f"local model {model}: {assemble_model(model, progress=True)}", flush=True)
 
@@ -41,8 +41,6 @@ def main(argv: list[str] | None = None) -> int:
         print(listing())
         return 0
     if argv[0] == "--index":
-        from bench.results import write_index
-
         print(f"wrote {write_index()}")
         return 0
     name, args = argv[0], argv[1:]

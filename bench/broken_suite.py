@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from schemas.topic import load_topic
+
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = {"pointcloud": "pointcloud_classification", "image": "image_classification",
           "sentiment": "sentiment_classification"}
@@ -19,8 +21,6 @@ class SuiteError(ValueError):
 
 
 def reference(suite: str = "pointcloud") -> str:
-    from schemas.topic import load_topic
-
     return load_topic(ROOT / "experiments" / SUITES[suite]).code_path.read_text()
 
 

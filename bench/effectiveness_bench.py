@@ -52,7 +52,18 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from assets import ROUND_ASSETS
+from assets.filtered_ideas.filtering import REPEATS
+from assets.shared.metadata import _latest_metadata, round_usage
+from assets.shared.partitions import multi_key
+from assets.shared.topics import topic_of
 from bench.common import RECORDS, ROOT, machine, page_path, provenance, repo_path, today, write_section
+from resources.paths import experiments_root, resolve_topic_dir
+from resources.store import RecordStore
+from resources.timing_log import EXPERIMENT, LLM, covered_seconds, read_spans
+from schemas.frames import from_frame
+from schemas.records import BestCode, ExperimentPlan, Feedback, FilteredIdea, Patch, RunResult
+from schemas.topic import load_topic
 
 SCRIPT = "bench/effectiveness_bench.py"
 RECORD = "effectiveness"
@@ -84,8 +95,6 @@ DEV_TASKS = ROOT / "bench" / "tasks"  # development task topics of kinds the shi
 
 def shipped_topics(root: Path | None = None) -> list[str]:
     """The topic folders (with a topic.yaml) of the experiments root, sorted."""
-    from resources.paths import experiments_root
-
     root = root or experiments_root()
     return sorted(p.parent.name for p in root.glob("*/topic.yaml"))
 
@@ -146,9 +155,6 @@ def _better(a: float, b: float, goal: str) -> bool:
 
 def read_round(store, topic: str, rk: str) -> dict:
     """A round's stored records (lists of pydantic records; empty where a stage stored nothing)."""
-    from schemas.frames import from_frame
-    from schemas.records import BestCode, ExperimentPlan, Feedback, FilteredIdea, Patch, RunResult
-
     def rows(asset, model):
         df = store.read(asset, topic, rk)
         return [] if df is None else from_frame(df, model)
@@ -161,8 +167,6 @@ def read_round(store, topic: str, rk: str) -> dict:
 def round_timing(spans: list[dict], lo: float, hi: float) -> dict:
     """The round's wall time [lo, hi] split by the timing log: seconds covered by LLM calls, by
     sandboxed runs, by either (overlaps count once), and the rest (the orchestration overhead)."""
-    from resources.timing_log import EXPERIMENT, LLM, covered_seconds
-
     inside = [s for s in spans if s["start"] < hi and s["start"] + s["seconds"] > lo]
     llm = [s for s in inside if s["kind"] == LLM]
     exp = [s for s in inside if s["kind"] == EXPERIMENT]
@@ -177,8 +181,6 @@ def round_timing(spans: list[dict], lo: float, hi: float) -> dict:
 
 def idea_seconds(spans: list[dict], topic: str, rk: str, idea_id: str, name: str) -> dict:
     """An idea's own time: its LLM calls (those made for it) and its sandboxed runs (its workspace)."""
-    from resources.timing_log import EXPERIMENT, LLM
-
     mark = f"/workspaces/{topic}/{rk}/{name}/"
     return {"llm_s": round(sum(s["seconds"] for s in spans if s["kind"] == LLM and s.get("item") == idea_id), 1),
             "experiment_s": round(sum(s["seconds"] for s in spans if s["kind"] == EXPERIMENT
@@ -190,8 +192,6 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
     """(the table row, the raw summary with ids) of one round from its records (read_round), its
     LLM usage (assets/shared/metadata.round_usage), its timing (round_timing) and the number of
     idea proposals (the filtered_ideas metadata; default: counted from the records)."""
-    from assets.filtered_ideas.filtering import REPEATS
-
     ideas, patches, runs, fb = recs["ideas"], recs["patches"], recs["runs"], recs["feedback"]
     kept = [i for i in ideas if i.kept]
     source_of = {i.idea_id: i.source for i in ideas}
@@ -297,11 +297,6 @@ def topic_goals(rows: list[dict], rounds: int) -> dict:
 def summarise_topic(topic: str, rounds: int, store, instance=None, run: dict | None = None,
                     spans: list[dict] | None = None) -> dict:
     """Every stored round of a topic summarised (rows + raw), with the goals and the CLI run."""
-    from assets import ROUND_ASSETS
-    from assets.shared.metadata import round_usage
-    from assets.shared.partitions import multi_key
-    from assets.shared.topics import topic_of
-
     brief = store.read("topic_brief", topic)
     spec = topic_of(brief).spec if brief is not None else None
     goal = spec.metric.goal if spec else "maximize"
@@ -348,8 +343,6 @@ def run_window(instance, run_id: str) -> tuple[float, float] | None:
 
 def filter_proposals(instance, partition_key: str) -> int | None:
     """How many idea proposals filtered_ideas made (its metadata `proposals`: 1 + refills)."""
-    from assets.shared.metadata import _latest_metadata
-
     for meta in _latest_metadata(instance, partition_key, ["filtered_ideas"]):
         v = meta.get("proposals")
         return int(v.value) if v is not None else None
@@ -488,9 +481,6 @@ def merge_records(recs: list[dict]) -> dict:
 
 def topic_name(topic: str) -> str:
     """The partition name of a topic given as a name under experiments/ or as a folder (its topic.yaml's name)."""
-    from resources.paths import resolve_topic_dir
-    from schemas.topic import load_topic
-
     return load_topic(resolve_topic_dir(topic)).name
 
 
@@ -504,9 +494,6 @@ def measure(args, out: Path) -> dict:
     os.environ["DAGSTER_HOME"] = str(home)  # the instance and the record store read below
     print(f"working in {work}; topics: {', '.join(topics)}", flush=True)
     import dagster as dg
-
-    from resources.store import RecordStore
-    from resources.timing_log import read_spans
 
     rec = {"script": SCRIPT, "date": today(), "machine": f"2-core shared VM: {machine()}", "rounds": args.rounds,
            "model": "", "work": str(work), "complete": False, "topics": []}

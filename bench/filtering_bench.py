@@ -14,7 +14,16 @@ import os
 import time
 from pathlib import Path
 
+from assets.filtered_ideas.filtering import filter_ideas
+from assets.filtered_ideas.novelty import novelty_check
+from assets.shared.naming import idea_id
 from bench.common import machine, provenance, today, write_record, write_section
+from resources.embedder import Embedder
+from resources.literature import Literature
+from resources.llm import LLM, usage_totals
+from resources.paths import resolve_topic_dir
+from schemas.records import Idea
+from schemas.topic import load_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,16 +56,6 @@ IDEAS = [
 def main() -> None:
     os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_bench_home")
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-    from assets.filtered_ideas.filtering import filter_ideas
-    from assets.filtered_ideas.novelty import novelty_check
-    from assets.shared.naming import idea_id
-    from resources.embedder import Embedder
-    from resources.literature import Literature
-    from resources.llm import LLM, usage_totals
-    from resources.paths import resolve_topic_dir
-    from schemas.records import Idea
-    from schemas.topic import load_topic
-
     spec = load_topic(resolve_topic_dir(TOPIC))
     cfg = spec.ideation
     llm, emb, lit = LLM(), Embedder(), Literature()

@@ -27,7 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from assets.ideas.tuning import apply_move, compensations, find_knobs, move_of, moves
+from assets.run_results.repair_search import RepairPolicy, run_with_repair
+from assets.run_results.seeds import baseline_values, repeat_seeds
+from assets.shared.verdicts import judge_seeds
 from bench.common import RECORDS, machine, provenance, repo_path, today, write_section
+from resources.paths import resolve_topic_dir
+from resources.runner import Runner
+from schemas.topic import load_topic
 
 SCRIPT = "bench/headroom_bench.py"
 TITLE = "Headroom of the tuning source's first step"
@@ -38,8 +45,6 @@ def neighbourhood(code: str, keys: set[str] | None = None) -> list:
     """Every one-knob move of `code` (TuningMove), knob by knob in file order, both directions, then its
     compensating pairs (a learning rate down, the training length beside it up: `compensations`); only
     the knobs whose key is in `keys` when it is given."""
-    from assets.ideas.tuning import compensations, find_knobs, move_of, moves
-
     return [move_of(k, d, v) for k in find_knobs(code) if keys is None or k.key in keys for d, v in moves(k)] \
         + [m for m in compensations(code) if keys is None or m.key in keys]
 
@@ -58,21 +63,12 @@ def pairs_of(rows: list[dict], moves: list, goal: str, n: int) -> list[tuple]:
 def apply_all(code: str, ms) -> str:
     """`code` with every move of `ms` applied; a swap goes last, since it renames the callee whose name keys
     another knob's keyword (`RandomForestClassifier(n_estimators=)`). ValueError when one does not apply."""
-    from assets.ideas.tuning import apply_move
-
     for m in sorted(ms, key=lambda m: m.kind == "swap"):
         code = apply_move(code, m)
     return code
 
 
 def probe_topic(topic: str, work: Path, log=print, keys: set[str] | None = None, pairs: int = 0) -> dict:
-    from assets.run_results.repair_search import RepairPolicy, run_with_repair
-    from assets.run_results.seeds import baseline_values, repeat_seeds
-    from assets.shared.verdicts import judge_seeds
-    from resources.paths import resolve_topic_dir
-    from resources.runner import Runner
-    from schemas.topic import load_topic
-
     spec = load_topic(resolve_topic_dir(topic))
     code = spec.code_path.read_text()
     runner = Runner()

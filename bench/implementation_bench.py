@@ -21,9 +21,12 @@ import re
 import time
 from pathlib import Path
 
+from assets.editing.edit_formats.whole import MAX_TOKENS, extract_whole_file
 from bench.common import machine, provenance, today, write_record, write_section
 from bench.implementation.evaluate import Task, evaluate, ground_truth, load_tasks
 from bench.implementation.metrics import TaskScore, summarize
+from bench.implementation.prompts import implement
+from resources.llm import LLM
 
 SCRIPT = "bench/implementation_bench.py"
 COLUMNS = ["execution", "format", "correlation", "accuracy", "exact", "shape_consistency", "value_consistency"]
@@ -39,9 +42,6 @@ def record_name(local: bool, model: str) -> str:
 
 def ask(llm, task: Task, attempt: int):
     """One answer: (code or None, error, LLM seconds, tokens)."""
-    from assets.editing.edit_formats.whole import MAX_TOKENS, extract_whole_file
-    from bench.implementation.prompts import implement
-
     spec = task.spec
     extra = {} if attempt == 0 else {"temperature": 0.8, "seed": attempt}
     res = llm.complete(implement(spec["signature"], spec["description"], spec["entry"]), stage="implementation",
@@ -118,8 +118,6 @@ def render(rec: dict) -> str:
 def main() -> None:
     os.environ.setdefault("DAGSTER_HOME", "/tmp/rl_impl_home")
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-    from resources.llm import LLM
-
     attempts = int(os.environ.get("ATTEMPTS", "3"))
     only = {s for s in os.environ.get("ONLY", "").split(",") if s}
     tasks = [t for t in load_tasks() if not only or t.name in only]

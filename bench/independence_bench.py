@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from bench.common import machine, provenance, read_record, today, write_record, write_section
+from resources.embedder import Embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,8 +69,6 @@ def dist(xs: list[float]) -> str:
 
 def measure() -> dict:
     """Embed both summaries of every labelled pair: the record the section is computed from."""
-    from resources.embedder import Embedder
-
     pairs = load_pairs()
     emb = Embedder()
     t0 = time.monotonic()

@@ -26,7 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from assets import ROUND_ASSETS
+from assets.feedback_summary.feedback import progress_rows
+from assets.shared.metadata import round_usage
+from assets.shared.partitions import multi_key
 from bench.common import machine, provenance, today, write_record, write_section
+from resources.llm import price_usd
+from resources.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,9 +74,6 @@ def wait_for_rounds(topic: str, rounds: int, deadline: float, quiet_s: float, lo
     nothing runs, a run fails, the sensors stay quiet for `quiet_s` after the last run, or time is up."""
     from dagster import DagsterInstance
 
-    from assets.feedback_summary.feedback import progress_rows
-    from resources.store import Store
-
     instance, store = DagsterInstance.get(), Store()
     last_line, last_end = "", time.monotonic()
     while time.monotonic() < deadline:
@@ -95,13 +98,6 @@ def wait_for_rounds(topic: str, rounds: int, deadline: float, quiet_s: float, lo
 
 
 def round_rows(instance, topic: str, runs: list[dict]) -> list[dict]:
-    from assets import ROUND_ASSETS
-    from assets.feedback_summary.feedback import progress_rows
-    from assets.shared.metadata import round_usage
-    from assets.shared.partitions import multi_key
-    from resources.llm import price_usd
-    from resources.store import Store
-
     stages = [a.key.to_user_string() for a in ROUND_ASSETS]
     rows = []
     for r in progress_rows(Store(), topic):

@@ -27,6 +27,10 @@ from pathlib import Path
 
 import yaml
 
+from resources.embedder import Embedder
+from resources.literature import Literature
+from schemas.topic import load_topic
+
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "bench" / "labels" / "dev_topics.yaml"
 
@@ -58,8 +62,6 @@ def topic_query(topic_dir: str | None = None, topic_yaml: str | None = None) -> 
     """The retrieval query of a topic: its title and description, from a topic folder (validated
     like any topic) or from a bare YAML file with `title` and `description` only."""
     if topic_dir:
-        from schemas.topic import load_topic
-
         spec = load_topic(topic_dir)
         title, description = spec.title, spec.description
     else:
@@ -77,9 +79,6 @@ def unlabelled(rows: list[dict], labels: dict[str, dict], depth: int) -> list[st
 
 def candidates(query: str, n: int, corpus: str | Path | None = None, index_dir: str | Path | None = None) -> list[dict]:
     """The top n corpus papers for the query, best first, as plain dicts."""
-    from resources.embedder import Embedder
-    from resources.literature import Literature
-
     lit = Literature(corpus=str(corpus or ""), index_dir=str(index_dir or ""))
     papers = lit.search(query, n, Embedder())
     return [{"rank": i, "paper_id": p.paper_id, "title": p.title, "abstract": p.abstract,

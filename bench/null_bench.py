@@ -23,7 +23,13 @@ import math
 import sys
 import time
 
+from assets.run_results.repair_search import run_with_repair
+from assets.run_results.seeds import repeat_seeds
+from assets.shared.verdicts import ALPHA, judge, judge_seeds, seed_summary
 from bench.common import ROOT, machine, provenance, today, write_section
+from resources.paths import under_home
+from resources.runner import Runner
+from schemas.topic import load_topic
 
 TOPIC = "sentiment_classification"
 RECORD = ROOT / "bench" / "null_results.json"
@@ -100,13 +106,6 @@ def main() -> int:
     if args.report_only:
         write_section("verdicts", report(json.loads(RECORD.read_text())), "null")
         return 0
-
-    from assets.run_results.repair_search import run_with_repair
-    from assets.run_results.seeds import repeat_seeds
-    from assets.shared.verdicts import ALPHA, judge, judge_seeds, seed_summary
-    from resources.paths import under_home
-    from resources.runner import Runner
-    from schemas.topic import load_topic
 
     spec = load_topic(ROOT / "experiments" / TOPIC)
     runner = Runner()

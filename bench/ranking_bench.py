@@ -42,7 +42,17 @@ import threading
 import time
 from pathlib import Path
 
+from assets.paper_rankings.prompts import topic_text
+from assets.paper_rankings.rank import abstract_similarities, rank_papers, yes_no_probabilities
+from assets.paper_rankings.scoring import SIMILARITY_AT, graded_score, is_kept, signal_values
+from assets.shared.topics import topic_spec
+from assets.topic_brief import prompts as brief_prompts
+from assets.topic_brief.brief import build_brief
 from bench.common import machine, provenance, publish, read_record, rerender, today, write_record, write_section
+from resources.literature import load_corpus
+from resources.llm import ResponseCache, request_key
+from schemas.llm_outputs import TaskAttributes
+from schemas.records import TopicBrief
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ROOT / "bench" / "labels"
@@ -128,8 +138,6 @@ def plain_brief(entry: dict):
     attributes: all the yes/no question and the similarity read (the attribute mode needs brief())."""
     import yaml
 
-    from schemas.records import TopicBrief
-
     src = entry["topic_dir"] / "topic.yaml" if "topic_dir" in entry else entry["topic_yaml"]
     raw = yaml.safe_load(src.read_text()) or {}
     title, description = raw["title"].strip(), " ".join(raw["description"].split())
@@ -139,9 +147,6 @@ def plain_brief(entry: dict):
 
 def brief(entry: dict, llm):
     """The topic brief with the task attributes the LLM extracts (what the pipeline's topic_brief holds)."""
-    from assets.shared.topics import topic_spec
-    from assets.topic_brief.brief import build_brief
-
     if "topic_dir" in entry:
         return build_brief(topic_spec(entry["topic_dir"].name), llm)[0]
     return bare_brief(entry["name"], entry["topic_yaml"], llm)
@@ -150,10 +155,6 @@ def brief(entry: dict, llm):
 def bare_brief(name: str, yaml_file: Path, llm):
     """A TopicBrief for a topic given only as title and description (no code to run)."""
     import yaml
-
-    from assets.topic_brief import prompts as brief_prompts
-    from schemas.llm_outputs import TaskAttributes
-    from schemas.records import TopicBrief
 
     raw = yaml.safe_load(yaml_file.read_text()) or {}
     title, description = raw["title"].strip(), " ".join(raw["description"].split())
@@ -174,8 +175,6 @@ class Meter:
     response cache, so a re-run whose answers come from the cache reports the first run's cost."""
 
     def __init__(self, llm, path: Path):
-        from resources.llm import ResponseCache, request_key
-
         self.path, self.keys, self.lock = path, [], threading.Lock()
         self.known: dict = json.loads(path.read_text()) if path.exists() else {}
         client = llm.client()
@@ -242,8 +241,6 @@ def pr(kept: set[str], relevant: set[str]) -> dict:
 def signal_kept(mode: str, papers: list[dict], params: dict) -> set[str]:
     """The papers a signal mode keeps with these values (scoring.signal_values, graded_score: a paper
     is kept exactly when its value reaches keep_from)."""
-    from assets.paper_rankings.scoring import graded_score, is_kept, signal_values
-
     judged = [p for p in papers if p.get("p_yes") is not None or mode == "similarity"]
     values = signal_values(mode, [p.get("p_yes") for p in judged], [p.get("similarity") for p in judged],
                            weight=params.get("weight", 0.0), centred=params["centred"])
@@ -301,9 +298,6 @@ def candidate_pool(entry: dict, topic, literature, embedder) -> tuple[dict[str, 
 def rank_topic(entry: dict, n: int, llm, embedder, literature, attributes: int) -> dict:
     """One topic's answers; `attributes`: how many of the n papers (the same id-hashed choice) the
     attribute and naive modes rank (0: none)."""
-    from assets.paper_rankings.rank import abstract_similarities, rank_papers, yes_no_probabilities
-    from resources.literature import load_corpus
-
     name = entry["name"]
     topic = plain_brief(entry)
     full = brief(entry, llm) if attributes else None   # the LLM's task attributes: the attribute mode only
@@ -529,8 +523,6 @@ def similarity_kept(rule: str, cosines: list[float], value: float) -> list[bool]
     when z <= 0."""
     import math
 
-    from assets.paper_rankings.scoring import signal_values
-
     if not cosines:
         return []
     if rule == "absolute":
@@ -590,8 +582,6 @@ def analyse_similarity(rec: dict) -> dict:
     """Per rule: leave-one-topic-out (the value tuned on the other topics, scored on the held-out one),
     in-sample (tuned on all topics) and, for the centred rule, the shipped constant (tuned earlier on 12
     papers per topic of these same topics)."""
-    from assets.paper_rankings.scoring import SIMILARITY_AT
-
     topics = [{"name": t["name"], "papers": t["papers"],
                "relevant": {p["paper_id"] for p in t["papers"] if p["relevant"]}} for t in rec["topics"]]
     res = {"held_out": {}, "in_sample": {}, "goal": {}}
@@ -635,8 +625,6 @@ def sentence_similarities(brief, papers: list, embedder) -> list[float]:
     """Per paper, the highest cosine between the topic (title and description) and one sentence of
     its abstract: a paper on the topic's task usually says so in one sentence, which the whole
     abstract's embedding dilutes with its other claims (bench/results/ranking.md "ranking by similarity")."""
-    from assets.paper_rankings.prompts import topic_text
-
     if not papers:
         return []
     sents = [abstract_sentences(p.abstract) for p in papers]
@@ -689,8 +677,6 @@ def mark_kept(rec: dict) -> None:
 def similarity_topic(entry: dict, embedder, literature, corpus: dict) -> dict:
     """One topic's candidates with their cosine (rank.abstract_similarities: the topic's title and
     description against the paper's title and abstract); no LLM call."""
-    from assets.paper_rankings.rank import abstract_similarities
-
     topic = plain_brief(entry)
     rows, pool, candidates = candidate_pool(entry, topic, literature, embedder)
     papers = [corpus[i] for i in pool]
@@ -835,8 +821,9 @@ def similarity_only(args) -> int:
     and section written (or, with --render, re-rendered from the committed record). No LLM call."""
     if args.render:
         return rerender(SIMILARITY_RECORD, SIMILARITY_SECTION, render_similarity, PAGE)
+    # imported here, not at the top: pipelines.definitions builds the code location's resources from the
+    # environment when imported, which must come after this module's DAGSTER_HOME default
     from pipelines.definitions import build_resources
-    from resources.literature import load_corpus
 
     res = build_resources(resolved=True)   # the LLM resource is never used here
     embedder, literature = res["embedder"], res["literature"]
@@ -878,7 +865,7 @@ def main(argv=None) -> int:
         print(write_section("ranking", body, PAGE))
         return 0
 
-    from pipelines.definitions import build_resources
+    from pipelines.definitions import build_resources  # here: it reads the environment on import (above)
 
     res = build_resources(resolved=True)
     llm, embedder, literature = res["llm"], res["embedder"], res["literature"]

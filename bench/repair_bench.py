@@ -30,18 +30,20 @@ import os
 import time
 from pathlib import Path
 
+from assets.run_results.experimenting import RunTarget
+from assets.run_results.repair_search import RepairPolicy, default_repair_format, run_with_repair
 from bench.broken_suite import SUITES, load_suite
 from bench.common import machine, today, write_section
 from bench.repair_scoring import code_id, dry_run_ok, final_code, full_run, score_row
+from resources.llm import LLM
+from resources.paths import resolve_topic_dir, under_home
+from resources.runner import Runner
+from schemas.topic import Budget, load_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def repair_one(variant: dict, mode: str, *, spec, llm, runner, max_repairs: int, fmt: str | None) -> dict:
-    from assets.run_results.experimenting import RunTarget
-    from assets.run_results.repair_search import RepairPolicy, run_with_repair
-    from resources.paths import under_home
-
     workdir = under_home("bench", mode, variant["name"])
     n0 = len(llm.calls())
     t0 = time.monotonic()
@@ -77,10 +79,6 @@ def rescore(path: Path) -> dict:
     accepted), then make the topic's full run. Identical code is run once. The record is saved
     after every run, so an interrupted re-score resumes where it stopped; after RESCORE_DEADLINE_MIN
     minutes no new run is started and the rows left say so ("not re-scored")."""
-    from resources.paths import resolve_topic_dir, under_home
-    from resources.runner import Runner
-    from schemas.topic import load_topic
-
     data = json.loads(path.read_text())
     suite = data.get("suite", "pointcloud")
     spec = load_topic(resolve_topic_dir(SUITES[suite]))
@@ -240,11 +238,6 @@ def bench_home() -> None:
 
 def main() -> None:
     bench_home()
-    from resources.llm import LLM
-    from resources.paths import resolve_topic_dir
-    from resources.runner import Runner
-    from schemas.topic import load_topic
-
     if os.environ.get("FROM_JSON"):  # re-render saved results, no run
         publish(json.loads(Path(os.environ["FROM_JSON"]).read_text()))
         return
@@ -254,8 +247,6 @@ def main() -> None:
         return
     modes = os.environ.get("MODES", "structure,traceback").split(",")
     # the default of a topic's budget.debug_attempts (schemas/topic.py); "within 2 repairs" is reported too
-    from schemas.topic import Budget
-
     max_repairs = int(os.environ.get("MAX_REPAIRS", Budget.model_fields["debug_attempts"].default))
     fmt = os.environ.get("FORMAT") or None  # None: the loop's default for this model
     deadline = time.monotonic() + 60 * float(os.environ.get("DEADLINE_MIN", "40"))
@@ -263,8 +254,6 @@ def main() -> None:
     out_json = Path(os.environ.get("OUT", ROOT / "bench" / f"repair_results{suffix(suite)}.json"))
     spec = load_topic(resolve_topic_dir(SUITES[suite]))
     llm, runner = LLM(), Runner()
-    from assets.run_results.repair_search import default_repair_format
-
     fmt_used = fmt or default_repair_format(llm, "whole")
     variants = [v for v in load_suite(suite) if not only or v["name"] in only]
     rows: list[dict] = []

@@ -17,6 +17,8 @@ import hashlib
 import re
 from pathlib import Path
 
+from assets.run_results.experimenting import RunTarget, run_once
+
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -97,8 +99,6 @@ def full_run(spec, code: str, runner, workdir: Path, env: dict[str, str] | None 
     whether the code runs and scores, not how fast a shared CPU runs it."""
     from dataclasses import replace
 
-    from assets.run_results.experimenting import RunTarget, run_once
-
     target = RunTarget.of_topic(spec, "run")
     if timeout_s is not None:
         target = replace(target, timeout_s=timeout_s)
@@ -108,8 +108,6 @@ def full_run(spec, code: str, runner, workdir: Path, env: dict[str, str] | None 
 
 
 def dry_run_ok(spec, code: str, runner, workdir: Path) -> tuple[bool, str | None]:
-    from assets.run_results.experimenting import RunTarget, run_once
-
     a = run_once(RunTarget.of_topic(spec, "check"), code, runner, workdir, 1)
     return a.error is None, a.error
 

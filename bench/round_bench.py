@@ -36,6 +36,9 @@ from pathlib import Path
 
 from bench.common import RECORDS, machine, page_path, provenance, repo_path, today, write_section
 from bench.effectiveness_bench import IN_SAMPLE, fresh_home, round_timing, run_topic, run_window
+from resources.local_llm import linked_cache, stop_server
+from resources.settings import settings
+from resources.timing_log import EXPERIMENT, LLM, read_spans
 
 SCRIPT = "bench/round_bench.py"
 RECORD = "round"
@@ -73,8 +76,6 @@ def stage_table(spans: list[dict], steps: list[dict]) -> list[dict]:
 
     `spans`: timing-log rows (resources/timing_log.py); `steps`: {"asset", "start", "end"} per
     Dagster step (a stage run in several steps sums them)."""
-    from resources.timing_log import EXPERIMENT, LLM
-
     rows: dict[str, dict] = {}
 
     def row(asset: str) -> dict:
@@ -130,8 +131,6 @@ def steps_and_runs(home: Path) -> tuple[list[dict], list[dict]]:
 
 def loop_summary(run: dict, home: Path, log_file: Path) -> dict:
     """One loop's CLI run, its stage table, and each research round's time split (round_timing)."""
-    from resources.timing_log import read_spans
-
     spans = read_spans(log_file)
     steps, runs = steps_and_runs(home)
     rounds = []
@@ -157,9 +156,6 @@ def one_loop(topic: str, work: Path, llm_cache: Path, timeout_s: float) -> tuple
 
 
 def measure(topic: str, work: Path, timeout_s: float) -> dict:
-    from resources.local_llm import linked_cache, stop_server
-    from resources.settings import settings
-
     model = settings().local_model
     rec: dict = {"script": SCRIPT, "date": today(), "machine": machine(), "topic": topic,
                  "held_out": topic not in IN_SAMPLE, "slots": settings().llm_slots, "model": model,

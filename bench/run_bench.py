@@ -25,6 +25,10 @@ from collections import deque
 from pathlib import Path
 
 from bench.common import RECORDS, machine, provenance, read_record, today, write_record, write_section
+from resources.paths import resolve_topic_dir
+from resources.runner import Runner
+from resources.sandbox import prepare_workspace
+from schemas.topic import load_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "bench/run_bench.py"
@@ -35,11 +39,6 @@ TAIL_LINES = 60   # lines of a failed loop's output kept in the record
 
 
 def bench_baseline(topic: str, runs: int = 3) -> list[dict]:
-    from resources.paths import resolve_topic_dir
-    from resources.runner import Runner
-    from resources.sandbox import prepare_workspace
-    from schemas.topic import load_topic
-
     spec = load_topic(resolve_topic_dir(topic))
     rows = []
     with tempfile.TemporaryDirectory() as d:

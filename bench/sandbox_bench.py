@@ -30,6 +30,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from bench.common import ROOT, machine, provenance, today, write_section
+from resources import sandbox
 
 BEFORE = "a077376"  # main before the hardening
 RECORD = ROOT / "bench" / "sandbox_results.json"
@@ -193,9 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         print(write_section("sandbox", render(json.loads(RECORD.read_text())), "sandbox"))
         return 0
-    from resources import sandbox as after
-
-    ok, why = after.sandbox_available()
+    ok, why = sandbox.sandbox_available()
     if not ok:
         print(f"the sandbox cannot run here: {why}", file=sys.stderr)
         return 2
@@ -208,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             ws = tmp / "ws"
             ws.mkdir()
             data = {"date": today(), "machine": machine(), "before_commit": BEFORE, "load_avg": os.getloadavg(),
-                    "startup": startup(before, after, args.runs, ws), "poll": poll_cost(before, after, 50),
-                    "disk_walk": disk_cost(after, tmp), "hostile": hostile()}
+                    "startup": startup(before, sandbox, args.runs, ws), "poll": poll_cost(before, sandbox, 50),
+                    "disk_walk": disk_cost(sandbox, tmp), "hostile": hostile()}
     RECORD.write_text(json.dumps(data, indent=1) + "\n")
     print(write_section("sandbox", render(data), "sandbox"))
     return 0

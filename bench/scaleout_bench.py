@@ -18,7 +18,10 @@ import threading
 import time
 from pathlib import Path
 
+from assets.run_results.experimenting import RunTarget, run_once
 from bench.common import machine, provenance, read_record, today, write_record, write_section
+from resources.runner import Runner
+from schemas.topic import load_topic
 
 SCRIPT = "bench/scaleout_bench.py"
 RECORD = "bench/records/scaleout.json"
@@ -26,10 +29,6 @@ FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "toy_clas
 
 
 def _attempts(n: int, epochs: int, backend: str, concurrent: bool, root: Path) -> dict:
-    from assets.run_results.experimenting import RunTarget, run_once
-    from resources.runner import Runner
-    from schemas.topic import load_topic
-
     os.environ["RESEARCHLOOP_BACKEND"] = backend
     target = RunTarget.of_topic(load_topic(FIXTURE))
     code = (FIXTURE / "experiment.py").read_text().replace("EPOCHS = 30", f"EPOCHS = {epochs}")

@@ -33,6 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.common import RECORDS, machine, page_path, provenance, repo_path, today, write_section
+from resources.local_llm import linked_cache, server_status, stop_server
+from resources.local_llm.server import ensure_server
+from resources.settings import settings
+from resources.timing_log import server_timings
 
 SCRIPT = "bench/slots_bench.py"
 RECORD = "slots"
@@ -46,8 +50,6 @@ PROMPT = ("Write a Python function `moving_average(xs, k)` that returns the movi
 def ask(url: str, model: str, max_tokens: int, timeout_s: float = 1800.0) -> dict:
     """One chat request (temperature 0, exactly `max_tokens` answer tokens); its latency and the
     server's own figures (resources/timing_log.server_timings)."""
-    from resources.timing_log import server_timings
-
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens,
                        "temperature": 0, "seed": 0, "ignore_eos": True}).encode()
     req = urllib.request.Request(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"})
@@ -84,9 +86,6 @@ def summarise(slots: int, concurrency: int, b: dict) -> dict:
 
 def measure(model: str, slot_counts: list[int], concurrencies: list[int], max_tokens: int, ctx_size: int,
             threads: int, work: Path) -> dict:
-    from resources.local_llm import linked_cache, server_status, stop_server
-    from resources.local_llm.server import ensure_server
-
     cache = linked_cache(model, work / "llm_cache", progress=True)
     rows, raw = [], []
     for slots in slot_counts:
@@ -138,8 +137,6 @@ def _ints(s: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from resources.settings import settings
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="", help="default: RESEARCHLOOP_LOCAL_MODEL")
     ap.add_argument("--slots", default="1,2,4", help="slot counts, comma-separated")

@@ -51,8 +51,13 @@ from pathlib import Path
 
 import yaml
 
+from assets.filtered_ideas.arena import spearman
 from bench.common import RECORDS, machine, page_path, provenance, today, write_record, write_section
 from bench.effectiveness_bench import IN_SAMPLE, _ci, _f, fresh_home, run_topic, summarise_topic
+from resources.paths import resolve_topic_dir
+from resources.store import RecordStore
+from resources.timing_log import read_spans
+from schemas.topic import IdeaSource, load_topic
 
 SCRIPT = "bench/sources_bench.py"
 RECORD = "sources"
@@ -75,8 +80,6 @@ def topic_copy(topic_dir: Path, source: str, dest_root: Path, also: typing.Seque
     """A copy of the topic folder under `dest_root`, named `<topic>__<source>`, whose topic.yaml
     proposes ideas from `source` (and `also`) only and switches the Idea Arena on; checked by
     load_topic. Returns the copy's folder."""
-    from schemas.topic import load_topic
-
     name = copy_name(topic_dir.name, source)
     dest = dest_root / name
     if dest.exists():
@@ -138,8 +141,6 @@ def idea_rows(summary: dict, source: str) -> list[dict]:
 def correlation(ideas: list[dict]) -> dict:
     """Spearman's rho between the Arena rating and the measured gain of the kept ideas that have
     both; how many kept ideas were left out and why; the p-value when scipy can give one."""
-    from assets.filtered_ideas.arena import spearman
-
     kept = [i for i in ideas if i["kept"]]
     rated = [i for i in kept if i["arena_rating"] is not None]
     pairs = [(i["arena_rating"], i["gain"]) for i in rated if i["gain"] is not None]
@@ -314,9 +315,6 @@ def run_source(source: str, topic_dir: Path, args, work: Path) -> dict:
     """One source: the topic copy run on its own DAGSTER_HOME, summarised from its records."""
     import dagster as dg
 
-    from resources.store import RecordStore
-    from resources.timing_log import read_spans
-
     also = [a for a in args.also.split(",") if a]
     copy = topic_copy(topic_dir, source, work / "experiments", also)
     src_work = work / source
@@ -334,9 +332,6 @@ def run_source(source: str, topic_dir: Path, args, work: Path) -> dict:
 
 
 def measure(args, out: Path) -> dict:
-    from resources.paths import resolve_topic_dir
-    from schemas.topic import load_topic
-
     topic_dir = resolve_topic_dir(args.topic)
     spec = load_topic(topic_dir)
     sources = [s for s in args.sources.split(",") if s]
@@ -375,8 +370,6 @@ def merge_records(recs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from schemas.topic import IdeaSource
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--topic", default=DEFAULT_TOPIC, help="a topic name under experiments/ or a topic folder")
     ap.add_argument("--sources", default=",".join(SOURCES), help="comma-separated idea sources, one run each")

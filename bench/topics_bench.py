@@ -17,6 +17,9 @@ import tempfile
 from pathlib import Path
 
 from bench.common import machine, provenance, read_record, today, write_record, write_section
+from resources.runner import Runner
+from resources.sandbox import prepare_workspace
+from schemas.topic import load_topic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,10 +28,6 @@ RECORD = "topics"
 
 
 def run_baseline(topic: str, seed: int, workdir: Path) -> dict:
-    from resources.runner import Runner
-    from resources.sandbox import prepare_workspace
-    from schemas.topic import load_topic
-
     spec = load_topic(ROOT / "experiments" / topic)
     ws = prepare_workspace(spec.path, workdir)
     cmd = spec.run_command("out", seed=seed)
