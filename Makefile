@@ -51,7 +51,7 @@ system-deps:
 	  $(APT_INSTALL)
 
 # What only the tests need: postgresql, chromium and chromium-driver serve the PostgreSQL-storage and
-# browser tests (tests/system_deps.py installs or skips when one is missing outside `make test`).
+# browser tests (tests/support/system_deps.py installs or skips when one is missing outside `make test`).
 .PHONY: test-deps
 test-deps:
 	@pkgs=""; ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
@@ -69,7 +69,7 @@ lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/mypy && $(VENV)/bin/lint-imports
 
 # The manual (mkdocs.yml, docs/): built with --strict into build/site/; docs-reference rewrites the pages
-# generated from schemas/topic.py and resources/settings.py (tests/test_docs.py checks both are current).
+# generated from schemas/topic.py and resources/settings.py (tests/project/test_docs.py checks both are current).
 .PHONY: docs docs-reference
 docs: $(VENV)/.installed
 	$(VENV)/bin/mkdocs build --strict --quiet

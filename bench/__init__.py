@@ -79,8 +79,9 @@ REGISTRY: dict[str, Benchmark] = {b.name: b for b in [
               "and memory",
               "minutes, no LLM", False),
     Benchmark("sandbox", "bench.sandbox_bench", "Sandbox: containment and cost",
-              "the hostile suite (tests/test_hostile.py) run against the sandbox: attacks contained; the start-up "
-              "of a sandboxed process against an unsandboxed one, and the watchdog's poll and disk-walk cost",
+              "the hostile suite (tests/resources/sandbox/test_hostile.py) run against the sandbox: attacks contained; "
+              "the start-up of a sandboxed process against an unsandboxed one, and the watchdog's poll and disk-walk "
+              "cost",
               "minutes, no LLM; needs bubblewrap", False),
     Benchmark("scaleout", "bench.scaleout_bench", "Scale-out: attempts on a Ray cluster",
               "sandboxed attempts of the toy topic locally and on a local Ray cluster with 1 and 2 worker nodes, "

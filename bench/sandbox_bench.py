@@ -1,6 +1,6 @@
 """The sandbox: whether it contains hostile code, and what it costs.
 
-1. The hostile suite (tests/test_hostile.py), run by pytest against this checkout's sandbox: each
+1. The hostile suite (tests/resources/sandbox/test_hostile.py), run by pytest against this checkout's sandbox: each
    test plants an attack (a script run in the real sandbox, or a hostile file the host reads back)
    and asserts it was contained; a test that passes is an attack contained.
 2. Start-up of one sandboxed `python -c pass` (median of N, the runner before the hardening vs
@@ -34,7 +34,7 @@ from resources import sandbox
 
 BEFORE = "a077376"  # main before the hardening
 RECORD = ROOT / "bench" / "sandbox_results.json"
-HOSTILE = "tests/test_hostile.py"
+HOSTILE = "tests/resources/sandbox/test_hostile.py"
 
 
 def load_before(tmp: Path):

@@ -57,7 +57,7 @@ def measure(n: int, epochs: int) -> dict:
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every address on the loopback (one machine)
     import ray
 
-    from tests.test_ray_backend import LocalCluster
+    from tests.support.ray_cluster import LocalCluster
 
     root = Path(tempfile.mkdtemp(prefix="scaleout-"))
     os.environ["RESEARCHLOOP_RAY_SCRATCH"] = str(root / "scratch")

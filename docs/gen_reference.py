@@ -4,7 +4,7 @@
 - docs/environment.md: every environment variable (resources/settings.py `Settings`).
 
     .venv/bin/python docs/gen_reference.py          # rewrite both pages
-    .venv/bin/python docs/gen_reference.py --check  # exit 1 if a committed page differs (tests/test_docs.py)
+    .venv/bin/python docs/gen_reference.py --check  # exit 1 if a committed page differs (tests/project/test_docs.py)
 """
 from __future__ import annotations
 

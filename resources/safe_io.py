@@ -17,7 +17,7 @@ missing (and removed), so the work is done again instead of failing for good.
 
 Test hook: with $RESEARCHLOOP_TEST_KILL_BEFORE_RENAME set to a part of a file's path, the
 process that writes that file kills itself with SIGKILL after the temp file is written and
-synced, before the rename (tests/test_stress_kill.py uses it to kill -9 a loop mid-write).
+synced, before the rename (tests/project/test_stress_kill.py uses it to kill -9 a loop mid-write).
 Nothing reads it outside that test."""
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.support.paths import FIXTURES
+from tests.support.resources import SMALL_MODEL
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -25,13 +27,10 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_llm():
-    from tests.fake_llm import FakeLLMServer
+    from tests.support.fake_llm import FakeLLMServer
 
     with FakeLLMServer() as server:
         yield server
-
-
-SMALL_MODEL = "qwen2.5-coder-0.5b"
 
 
 @pytest.fixture
@@ -48,24 +47,6 @@ def local_llm(tmp_path):
     res = ll.LocalLLM(model=SMALL_MODEL, cache_dir=str(cache), ctx_size=8192)
     yield res
     ll.stop_server(cache)
-
-
-def make_resources(base_url: str, model: str = "fake-model") -> dict:
-    import dagster as dg
-
-    from assets.run_results.defs import STEP_IO
-    from resources.embedder import Embedder
-    from resources.literature import Literature
-    from resources.llm import LLM
-    from resources.runner import Runner
-    from resources.store import RecordIOManager, RecordStore
-    from resources.tracker import Tracker
-
-    return {
-        "llm": LLM(base_url=base_url, api_key="sk-test", model=model, edit_format="whole", max_retries=1),
-        "embedder": Embedder(), "literature": Literature(), "runner": Runner(), "tracker": Tracker(),
-        "store": RecordStore(), "io_manager": RecordIOManager(store=RecordStore()), STEP_IO: dg.FilesystemIOManager(),
-    }
 
 
 @pytest.fixture

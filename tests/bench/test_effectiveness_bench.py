@@ -94,7 +94,7 @@ def test_bench_summary_matches_the_records(bench_run):
     text = results.read_text()
     assert "<!-- bench:effectiveness:begin -->" in text and eb.render(rec) in text
     assert f"| {TOPIC} | r1 | {len(ideas)} (0) | 3 / 3 | 2 | 0 | 2 |" in text
-    from tests.bench.test_bench_records import section_problems
+    from tests.support.bench_records import section_problems
 
     head, _, rest = eb.render(rec).partition("\n")
     # the record a real run commits is bench/records/effectiveness.json; in a test it is elsewhere

@@ -18,7 +18,7 @@ from bench.implementation.metrics import (
     value_accuracy,
     value_consistency,
 )
-from tests.sandbox_fixtures import needs_bwrap
+from tests.support.sandbox_fixtures import needs_bwrap
 
 np = pytest.importorskip("numpy")
 
@@ -247,7 +247,7 @@ def test_bench_renders_a_section_the_records_check_accepts(monkeypatch, tmp_path
     synthetic record: the real one needs the LLM)."""
     from bench import implementation_bench as ib
     from bench.implementation.metrics import TaskScore
-    from tests.bench.test_bench_records import section_problems
+    from tests.support.bench_records import section_problems
 
     rows = [{**TaskScore("focal_loss", "function", True, True, 0.9, 0.5).as_dict(), "attempt": 0, "cached": False},
             {**TaskScore("focal_loss", "function", False, False, None, 0.0, error="boom").as_dict(), "attempt": 1,

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from bench.make_candidates import dev_topics, main, query_of, topic_query, unlabelled
+from tests.support import paths
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.REPO
 LABELS = ROOT / "bench" / "labels"
 TOPICS = dev_topics()
 FIELDS_OUTSIDE_VISION_NLP = {"tabular", "time series", "graphs", "reinforcement learning", "audio"}

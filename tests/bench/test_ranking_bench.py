@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from tests.bench.test_bench_records import section_problems
+from tests.support.bench_records import section_problems
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from bench import run_bench as rb
 from bench.common import find_section
-from tests.bench.test_bench_records import section_problems
+from tests.support.bench_records import section_problems
 
 BASELINE = [{"run": i, "wall_s": 30.0 + i, "exit_code": 0, "metric": "accuracy", "value": 0.79, "load": 1.0}
             for i in (1, 2, 3)]

@@ -109,7 +109,7 @@ def record(sb, sources=("ranking", "brainstorm"), rounds=1):
 
 
 def test_render_has_a_row_per_source_and_the_correlation(sb):
-    from tests.bench.test_bench_records import section_problems
+    from tests.support.bench_records import section_problems
 
     rec = record(sb)
     g = rec["sources"][0]["figures"]
