@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 # pyproject.toml (the one place versions are declared) by `make lock`.
 LOCK := requirements.lock
 
-.PHONY: setup system-deps lock lint run test test-fast ui bench clean-runtime
+.PHONY: setup system-deps lock lint run test test-all test-fast ui bench clean-runtime
 
 setup: $(VENV)/.installed system-deps
 
@@ -79,6 +79,11 @@ docs-reference: $(VENV)/.installed
 
 # pytest's exit status fails the target (5, no tests collected, included), and so .ci/run.
 test: setup test-deps lint
+	$(PY) -m resources.local_llm fetch --model $(TEST_MODEL)
+	RESEARCHLOOP_LOCAL_MODEL=$(TEST_MODEL) $(PY) -m pytest -q -m "not extended" $(PYTEST_ARGS)
+
+# Every test, the extended cases too (further heavy cases of real parts `make test` already runs).
+test-all: setup test-deps lint
 	$(PY) -m resources.local_llm fetch --model $(TEST_MODEL)
 	RESEARCHLOOP_LOCAL_MODEL=$(TEST_MODEL) $(PY) -m pytest -q $(PYTEST_ARGS)
 

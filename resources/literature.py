@@ -60,7 +60,7 @@ class Literature(dg.ConfigurableResource):
     dump_format: str = Field("auto", description="auto | jsonl | parquet | arxiv")
     categories: str = Field("", description="arXiv categories to keep, comma-separated, e.g. 'cs.CV,cs.LG' "
                             "(RESEARCHLOOP_CATEGORIES; arXiv snapshot only)")
-    index_dir: str = Field("", description="empty: $DAGSTER_HOME/index")
+    index_dir: str = Field("", description="empty: RESEARCHLOOP_INDEX_DIR, else $DAGSTER_HOME/index")
     semantic_scholar_url: str = S2_URL
     semantic_scholar_api_key: str = Field("", description="empty: $SEMANTIC_SCHOLAR_API_KEY (optional)")
     semantic_scholar_rate: float = Field(1.0, gt=0, description="requests per second, one pool per process")
@@ -75,7 +75,8 @@ class Literature(dg.ConfigurableResource):
         return Path(self.corpus) if self.corpus else DEFAULT_CORPUS
 
     def _index_root(self) -> Path:
-        return Path(self.index_dir) if self.index_dir else under_home("index")
+        shared = self.index_dir or settings().index_dir
+        return Path(shared) if shared else under_home("index")
 
     def http_cache_root(self) -> Path:
         return Path(self.http_cache_dir) if self.http_cache_dir else under_home("http_cache")

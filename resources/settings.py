@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     categories: str = Field("", description="RESEARCHLOOP_CATEGORIES: arXiv categories to keep, comma-separated")
     embedder: str = Field("", description="RESEARCHLOOP_EMBEDDER: a sentence-transformers name or path; "
                           "empty: the bundled all-MiniLM-L6-v2")
+    index_dir: str = Field("", description="RESEARCHLOOP_INDEX_DIR: the folder of the literature indexes (the "
+                           "corpus's or a dump's embeddings, keyed by file and embedder); several homes may share "
+                           "one (a build is locked, a finished index is only read); empty: $DAGSTER_HOME/index")
     embed_workers: int = Field(1, ge=1, description="RESEARCHLOOP_EMBED_WORKERS: chunks of a dump embedded at "
                                "once while its index is built (local backend: spawned processes, each loading "
                                "the embedder; RESEARCHLOOP_BACKEND=ray: Ray tasks); 1: one after another in the step")

@@ -11,15 +11,24 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(scope="session")
+def shared_index(tmp_path_factory) -> Path:
+    """One literature index folder for the session: the shipped corpus is embedded by the first
+    test that searches it and read by the others (RESEARCHLOOP_INDEX_DIR; a build is locked)."""
+    return tmp_path_factory.mktemp("literature_index")
+
+
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A private DAGSTER_HOME and experiments root holding the toy topic."""
+def home(tmp_path, monkeypatch, shared_index):
+    """A private DAGSTER_HOME and experiments root holding the toy topic; the literature index is
+    the session's shared one."""
     dh = tmp_path / "dagster_home"
     dh.mkdir()
     ex = tmp_path / "experiments"
     shutil.copytree(FIXTURES / "toy_classification", ex / "toy_classification")
     monkeypatch.setenv("DAGSTER_HOME", str(dh))
     monkeypatch.setenv("RESEARCHLOOP_EXPERIMENTS", str(ex))
+    monkeypatch.setenv("RESEARCHLOOP_INDEX_DIR", str(shared_index))
     for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RESEARCHLOOP_MODEL"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path

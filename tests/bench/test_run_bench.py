@@ -76,6 +76,7 @@ def test_from_record_re_renders_without_measuring(monkeypatch, tmp_path):
     assert "median 32.0 s over 3 runs" in (tmp_path / "run.md").read_text()
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_the_real_driver_on_the_toy_topic(home, fake_llm, monkeypatch, tmp_path):
     """The baseline through the Runner and `researchloop run --timings` in a subprocess, one round of

@@ -260,6 +260,7 @@ def test_attempts_run_on_the_cluster_and_survive_a_lost_worker(ray_cluster, tmp_
 
 @pytest.mark.slow
 @needs_bwrap
+@pytest.mark.extended
 def test_a_round_runs_its_experiments_on_the_cluster(ray_cluster, home, fake_llm):
     """set-up and round 1 of the toy topic with the fake LLM, every sandboxed run a Ray task; the
     node of the first attempt seen is removed while it runs; every idea has its result."""

@@ -123,6 +123,7 @@ def test_the_option_defaults_to_search_and_rejects_other_values(tmp_path):
     assert "field 'ideation.novelty_retrieval': Input should be 'search' or 'scipip'" in str(ei.value)
 
 
+@pytest.mark.extended
 def test_filtered_ideas_with_scipip_novelty_retrieval(home, fake_llm):
     from tests.support.ideation import materialize_filter, set_ideation
 

@@ -466,6 +466,7 @@ def test_refills_of_a_chains_only_topic_show_a_chain():
 
 # -- the real local model (slow; not run in the fast suite) ---------------------------------
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_chains_on_the_local_model(home, local_llm):
     """One chain of corpus papers from 3DETR (kept; it cites 40 corpus papers) and one request to

@@ -282,6 +282,7 @@ def test_an_embedder_that_cannot_be_rebuilt_embeds_in_this_process(tmp_path, sma
     assert "cannot be rebuilt in another process" in caplog.text
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_ray_backend_embeds_the_chunks_as_ray_tasks(tmp_path, small_chunks, monkeypatch, caplog):
     """A local Ray instance (2 CPUs) stands for the cluster: the chunks come back from Ray workers,
