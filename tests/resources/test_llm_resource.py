@@ -244,7 +244,8 @@ def test_strict_schema_idea_list():
         assert o["additionalProperties"] is False
     assert not any("default" in n for n in nodes)
     draft = s["properties"]["ideas"]["items"]
-    assert set(draft["properties"]) == {"Name", "Title", "Experiment", "Summary", "References", "Builds_on"}
+    assert set(draft["properties"]) == {"Name", "Title", "Experiment", "Summary", "References", "Builds_on",
+                                        "method_card", "code_place"}
     assert draft["properties"]["References"] == {
         "type": "array", "items": {"type": "integer"}, "description": "numbers of the papers used",
         "maxItems": 5}
