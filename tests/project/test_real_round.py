@@ -76,6 +76,7 @@ def test_round_with_real_local_model(home, local_llm):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # the local model's real round is the test above; these sources run scripted in make test
 def test_round_with_every_idea_source_and_the_arena_on_the_real_local_model(home, local_llm):
     """Issue 16: the SciPIP, Chain-of-Ideas and brainstorm sources, the Arena and the SciPIP novelty
     retrieval in one real round (0.5B model, real embedder, corpus, runs). Whatever the model
