@@ -41,11 +41,16 @@ def db(template_db, tmp_path, monkeypatch):
     return path, f"sqlite:///{path}"
 
 
-def _hold_lock(path, seconds: float, started: threading.Event):
+def _hold_lock(path, seconds: float, started: threading.Event, release: threading.Event | None = None):
+    """Hold an exclusive lock for `seconds`, or, given `release`, until the test sets it (a
+    slow machine must not see the lock go away while the calls under test are still trying)."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN EXCLUSIVE")          # nobody else can read or write
     started.set()
-    time.sleep(seconds)
+    if release is not None:
+        release.wait(120)
+    else:
+        time.sleep(seconds)
     conn.execute("COMMIT")
     conn.close()
 
@@ -81,8 +86,8 @@ def test_a_database_that_stays_locked_is_logged_and_skipped(db, tmp_path, caplog
     path, uri = db
     tracker = _tracker(uri, tmp_path, attempts=2)
     tracker.experiment_id("toy")
-    started = threading.Event()
-    holder = threading.Thread(target=_hold_lock, args=(path, 4.0, started))
+    started, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_lock, args=(path, 0.0, started, release))
     holder.start()
     started.wait(5)
     try:
@@ -92,6 +97,7 @@ def test_a_database_that_stays_locked_is_logged_and_skipped(db, tmp_path, caplog
             tracker.close_round("some-run", {"best": 1.0})      # no exception either
         assert "not recorded, the work goes on" in caplog.text and "locked" in caplog.text
     finally:
+        release.set()
         holder.join()
 
 
