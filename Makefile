@@ -11,6 +11,9 @@ TEST_MODEL ?= qwen2.5-coder-0.5b
 TOPIC ?= pointcloud_classification
 ROUNDS ?= 2
 PYTEST_ARGS ?=
+# pytest-xdist workers for make test: test files are spread over them whole (--dist loadfile), so
+# a file's module fixtures are built once. auto: one per core.
+TEST_WORKERS ?= auto
 # Every package of the venv, direct and indirect, pinned with its sha256 hashes; generated from
 # pyproject.toml (the one place versions are declared) by `make lock`.
 LOCK := requirements.lock
@@ -80,12 +83,12 @@ docs-reference: $(VENV)/.installed
 # pytest's exit status fails the target (5, no tests collected, included), and so .ci/run.
 test: setup test-deps lint
 	$(PY) -m resources.local_llm fetch --model $(TEST_MODEL)
-	RESEARCHLOOP_LOCAL_MODEL=$(TEST_MODEL) $(PY) -m pytest -q -m "not extended" $(PYTEST_ARGS)
+	RESEARCHLOOP_LOCAL_MODEL=$(TEST_MODEL) $(PY) -m pytest -q -m "not extended" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Every test, the extended cases too (further heavy cases of real parts `make test` already runs).
 test-all: setup test-deps lint
 	$(PY) -m resources.local_llm fetch --model $(TEST_MODEL)
-	RESEARCHLOOP_LOCAL_MODEL=$(TEST_MODEL) $(PY) -m pytest -q $(PYTEST_ARGS)
+	RESEARCHLOOP_LOCAL_MODEL=$(TEST_MODEL) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-fast: setup lint
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)

@@ -10,11 +10,25 @@ from tests.support.resources import SMALL_MODEL
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Under pytest-xdist the workers share the cores: a local LLM server gets its share of them
+# (LLM_THREADS) and waits passively, so its threads do not spin against another worker's
+# experiment (a server whose two threads fight a busy core decodes many times slower).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+LLM_THREADS = max(1, min(2, (os.cpu_count() or 2) // WORKERS))
+if WORKERS > 1:
+    os.environ.setdefault("RESEARCHLOOP_LLM_WAIT_POLICY", "PASSIVE")
+
 
 @pytest.fixture(scope="session")
 def shared_index(tmp_path_factory) -> Path:
     """One literature index folder for the session: the shipped corpus is embedded by the first
-    test that searches it and read by the others (RESEARCHLOOP_INDEX_DIR; a build is locked)."""
+    test that searches it and read by the others (RESEARCHLOOP_INDEX_DIR; a build is locked).
+    Under pytest-xdist every worker has its own basetemp below one shared root: the folder sits
+    in that root, so the workers share one index too."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        d = tmp_path_factory.getbasetemp().parent / "literature_index"
+        d.mkdir(exist_ok=True)
+        return d
     return tmp_path_factory.mktemp("literature_index")
 
 
@@ -53,7 +67,7 @@ def local_llm(tmp_path):
     (cache / "models").mkdir(parents=True)
     for p in (model, model.with_name(model.name + ".sha256ok")):
         (cache / "models" / p.name).symlink_to(p)
-    res = ll.LocalLLM(model=SMALL_MODEL, cache_dir=str(cache), ctx_size=8192)
+    res = ll.LocalLLM(model=SMALL_MODEL, cache_dir=str(cache), ctx_size=8192, threads=LLM_THREADS)
     yield res
     ll.stop_server(cache)
 
@@ -64,3 +78,12 @@ def ws(tmp_path: Path) -> Path:
     d = tmp_path / "ws"
     d.mkdir()
     return d
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files that hold a slow test run first (the order is otherwise kept): pytest-xdist hands the
+    files out in this order (make test passes --no-loadscope-reorder), so the long ones start at
+    once on their own workers and the many short files fill in around them, instead of a long
+    file starting last and running alone at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)

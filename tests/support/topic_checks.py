@@ -43,9 +43,10 @@ def sandboxed_run(spec: TopicSpec, tmp_path: Path, which: str = "check", timeout
     return res, (json.loads(info_file.read_text()) if info_file.exists() else None)
 
 
-def run_round(name: str, home: Path, base_url: str):
+def run_round(name: str, home: Path, base_url: str, budget: dict | None = None):
     """Materialise the topic assets and round r1 of the shipped topic `name` (copied into the
-    test's experiments root) with the fake LLM; returns (result, records by asset)."""
+    test's experiments root, its budget updated with `budget`) with the fake LLM; returns
+    (result, records by asset)."""
     from assets import ALL_ASSETS, ROUND_ASSETS, TOPIC_ASSETS
     from assets.shared.partitions import multi_key
     from resources.store import Store
@@ -55,6 +56,13 @@ def run_round(name: str, home: Path, base_url: str):
 
     shutil.copytree(EXPERIMENTS / name, home / "experiments" / name,
                     ignore=shutil.ignore_patterns("__pycache__", "out", "runs"))
+    if budget:
+        import yaml
+
+        f = home / "experiments" / name / "topic.yaml"
+        spec_yaml = yaml.safe_load(f.read_text())
+        spec_yaml["budget"].update(budget)
+        f.write_text(yaml.safe_dump(spec_yaml, sort_keys=False))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", [name])
     resources = make_resources(base_url)
@@ -75,9 +83,12 @@ def run_round(name: str, home: Path, base_url: str):
 def check_round(name: str, home: Path, fake_llm, baseline_floor: float) -> None:
     """A whole round on a shipped topic: every check passes, the scripted edits apply to its
     experiment.py (gradient ascent; an EPOCHS bug that the debugging stage repairs by doubling
-    EPOCHS), the runs finish in the sandbox and the verdicts compare with a real baseline."""
+    EPOCHS), the runs finish in the sandbox and the verdicts compare with a real baseline.
+
+    One seed a side and one full run a draft: what is checked here is the topic's code under the
+    loop's stages, not the statistics of its seeds (tests/assets/feedback_summary cover those)."""
     spec = topic(name)
-    res, rec = run_round(name, home, fake_llm.base_url)
+    res, rec = run_round(name, home, fake_llm.base_url, budget={"seeds": 1, "promote": 1})
     assert res.success
     checks = res.get_asset_check_evaluations()
     assert checks and all(c.passed for c in checks), [(c.check_name, c.metadata) for c in checks if not c.passed]

@@ -356,6 +356,7 @@ def test_refills_follow_the_sources():
 # -- the real local model (slow; not run in the fast suite) ---------------------------------
 
 @pytest.mark.slow
+@pytest.mark.extended  # make test runs SciPIP scripted; the real model's round with every source is extended too
 def test_scipip_on_the_local_model(home, tmp_path, local_llm):
     """Entities of a few corpus papers and ideas from them, with the local 0.5B model and the
     real embedder: whatever the model answers, every paper ends with entities or a recorded
