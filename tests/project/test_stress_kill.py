@@ -206,7 +206,7 @@ def test_a_feedback_record_its_dead_run_never_recorded_is_set_aside(home):
 
 
 @pytest.mark.slow
-@pytest.mark.extended  # many restarts of two loops; make test keeps the one-kill resume (tests/pipelines/cli/test_resume.py)
+@pytest.mark.extended  # many restarts of two loops; make test keeps one kill's resume (cli/test_resume.py)
 @needs_bwrap
 def test_kill_minus_nine_at_many_points_loses_nothing(home):
     from pipelines.guards import IN_FLIGHT, PID_TAG, TOPIC_TAG, lock_held
