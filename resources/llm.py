@@ -209,6 +209,22 @@ def answer_text(resp: Any) -> tuple[str, str | None]:
     return content, None
 
 
+def stopped_at_limit(resp: Any) -> bool:
+    """The answer ended because it reached its max_tokens (finish_reason "length"), not by itself."""
+    choices = getattr(resp, "choices", None)
+    return bool(isinstance(choices, list) and choices and getattr(choices[0], "finish_reason", None) == "length")
+
+
+CUT_OFF_GROWTH = 2.0  # an answer cut off at its limit is asked again with this much more room ...
+CUT_OFF_MAX = 4.0     # ... up to this multiple of the caller's budget
+
+
+def cut_off_budget(budget: int, asked: int) -> int:
+    """The answer limit of the next try after an answer stopped at `budget` (the caller asked for
+    `asked`): the same request under the same limit would stop at the same place, so it grows."""
+    return int(min(budget * CUT_OFF_GROWTH, asked * CUT_OFF_MAX))
+
+
 def _tokens(usage: Any, name: str) -> int:
     n = getattr(usage, name, None)
     return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0
@@ -405,10 +421,11 @@ class LLM(dg.ConfigurableResource):
         text, error, kind, top = "", None, None, None
         served: dict = {}  # the server's own figures, summed over the requests (server_timings)
         retries = self.max_retries if max_retries is None else max_retries
+        budget = max_tokens  # raised for the next try when an answer stops at it (cut_off_budget)
         for attempt in range(retries + 1):
             call.tries = attempt + 1
             try:
-                resp, text, problem = self._answer(request, convo)
+                resp, text, problem = self._answer({**request, "max_tokens": budget}, convo)
             except Exception as e:  # server errors after the client's own retries
                 if type(e).__name__ == "APIConnectionError":  # the endpoint is gone: fail the step
                     raise LLMUnavailable(f"cannot reach the LLM at {self._base_url}: {_why(e)}") from e
@@ -428,6 +445,11 @@ class LLM(dg.ConfigurableResource):
                 value = check(text)
             except (ValidationError, ValueError) as e:
                 error, kind = f"invalid answer (try {attempt + 1}): {_why(e)}", error_kind_of(e)
+                if stopped_at_limit(resp):  # asked again as it was, it would stop at the same place
+                    error += f" (cut off at the answer limit of {budget} tokens)"
+                    budget = cut_off_budget(budget, max_tokens)
+                    convo = list(messages)
+                    continue
                 convo = list(messages) + [
                     {"role": "assistant", "content": text[:4000]},
                     {"role": "user", "content": f"That answer could not be used: {_why(e)}\n"

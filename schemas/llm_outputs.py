@@ -86,6 +86,14 @@ class IdeaList(_Strict):
     ideas: list[IdeaDraft]
 
 
+def idea_list(n: int) -> type[IdeaList]:
+    """IdeaList whose JSON schema allows at most n ideas (maxItems), so the server's grammar ends the
+    list there instead of letting the model write ideas that run into the answer limit; the
+    answer is still validated as IdeaList (the caller keeps the first n). Still named IdeaList."""
+    return create_model("IdeaList", __base__=IdeaList,
+                        ideas=(list[IdeaDraft], Field(json_schema_extra={"maxItems": max(1, n)})))
+
+
 class ChainIdeas(_Strict):
     """The chains source's answer for one chain of papers (assets/ideas/chains.py): the trend first,
     then the predicted next step, then the ideas (generated in this order, so the ideas follow the

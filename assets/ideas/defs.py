@@ -30,8 +30,8 @@ from resources.llm import LLM
 from resources.sources import LocalSource
 from resources.store import RecordStore
 from schemas.frames import from_frame, to_frame
-from schemas.llm_outputs import IdeaList
 from schemas.llm_outputs import chain_ideas as chain_schema
+from schemas.llm_outputs import idea_list
 from schemas.records import Idea, Paper, PaperChain, PaperScore
 
 
@@ -94,7 +94,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
             else:
                 shown, msgs = [], idea_prompts.brainstorm(*head, history.tried, effective, n,
                                                           analysis=history.analysis, tuned=tuned)
-            res = llm.complete(msgs, stage="ideas", schema=IdeaList, max_tokens=idea_tokens(n, cards))
+            res = llm.complete(msgs, stage="ideas", schema=idea_list(n), max_tokens=idea_tokens(n, cards))
             if not res.ok:
                 errors[source] = res.error
             paths[source] = drafts_to_ideas(res.value.ideas[:n] if res.ok else [], topic, round_key, shown, history,

@@ -12,7 +12,7 @@ from assets.shared.naming import idea_id, snake, unique_name
 from resources.method_cards import applicable, card_text, load_cards, topic_kinds
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
-from schemas.llm_outputs import IdeaList
+from schemas.llm_outputs import idea_list
 from schemas.records import (
     CarriedChange,
     ChainLink,
@@ -221,7 +221,7 @@ def propose_more(llm, head: tuple, refs: list[tuple[int, str, str]], effective: 
     cards = shown_cards(kept_papers, head)
     res = llm.complete(prompts.refill(*head, refs, history.tried, effective, missing, kept, dropped,
                                       analysis=history.analysis, tuned=tuned, cards=cards),
-                       stage="ideas", schema=IdeaList, max_tokens=idea_tokens(missing, cards))
+                       stage="ideas", schema=idea_list(missing), max_tokens=idea_tokens(missing, cards))
     if not res.ok:
         return [], res.error
     taken = set(history.names) | {i.name for i in decided}

@@ -65,6 +65,41 @@ def test_schema_violation_is_retried_too(server, make_llm):
     assert "decision" in server.requests[1]["messages"][-1]["content"]
 
 
+def test_an_answer_cut_off_at_its_limit_is_asked_again_with_more_room(server, make_llm):
+    """An answer that stops at max_tokens would stop at the same place if asked again as it was: the
+    next try gets twice the room (up to 4x the caller's budget), without the cut answer shown back."""
+    long_good = json.dumps({"decision": "novel", "closest_paper": 2, "reason": "x" * 100})
+    server.chars_per_token = 1.0
+    server.respond = lambda body: long_good            # 155 characters: more than 100 "tokens" allow
+    llm = make_llm(max_retries=2)
+    r = llm.complete(MSGS, stage="novelty", schema=NoveltyJudgement, max_tokens=50)
+    assert r.ok and r.call.tries == 3, r.error
+    assert [q["max_tokens"] for q in server.requests] == [50, 100, 200]
+    assert all(q["messages"] == MSGS for q in server.requests)
+    # remembered under the caller's request: asked again, the answer comes from the cache
+    again = llm.complete(MSGS, stage="novelty", schema=NoveltyJudgement, max_tokens=50)
+    assert again.ok and again.call.cached and server.n == 3
+
+
+def test_an_answer_still_cut_off_fails_and_names_the_limit(server, make_llm):
+    server.chars_per_token = 1.0
+    server.respond = lambda body: json.dumps({"decision": "novel", "closest_paper": 2, "reason": "y" * 150})
+    r = make_llm(max_retries=3).complete(MSGS, stage="novelty", schema=NoveltyJudgement, max_tokens=20)
+    assert not r.ok and "cut off at the answer limit of 80 tokens" in r.error
+    assert [q["max_tokens"] for q in server.requests] == [20, 40, 80, 80]  # 4x the budget at most
+
+
+def test_a_bounded_idea_list_tells_the_grammar_its_count_and_still_takes_more():
+    from resources.llm import strict_schema
+    from schemas.llm_outputs import idea_list
+
+    bounded = idea_list(2)
+    assert bounded.__name__ == "IdeaList" and strict_schema(bounded)["properties"]["ideas"]["maxItems"] == 2
+    draft = {"Name": "a", "Title": "t", "Experiment": "e", "Summary": "s", "References": [], "Builds_on": [],
+             "method_card": None, "code_place": None}
+    assert len(bounded.model_validate_json(json.dumps({"ideas": [draft] * 3})).ideas) == 3  # the caller keeps n
+
+
 def test_stays_invalid_fails_after_max_retries_and_is_remembered(server, make_llm):
     server.respond = lambda body: "still not json"
     llm = make_llm(max_retries=2)

@@ -11,13 +11,16 @@ from tests.support.fake_llm import completion, send_json
 
 class QueueServer:
     """Answers POST /v1/chat/completions with queued texts (or `respond(body)` when the queue is
-    empty); records every request body."""
+    empty); records every request body. With `chars_per_token` set, an answer longer than the
+    request's max_tokens allows is cut there and ends with finish_reason "length", as a server's
+    does at its answer limit."""
 
     def __init__(self):
         self.answers: deque = deque()
         self.requests: list[dict] = []
         self.respond = lambda body: "default answer"
         self.status = 200
+        self.chars_per_token: float | None = None
         self.lock = threading.Lock()
         srv = self
 
@@ -36,6 +39,10 @@ class QueueServer:
                     out = {"error": {"message": "bad request", "type": "invalid_request_error"}}
                 else:
                     out = completion(body["model"], text)
+                    limit = int(body.get("max_tokens", 0) * (srv.chars_per_token or 0))
+                    if srv.chars_per_token and len(text) > limit:
+                        out["choices"][0]["message"]["content"] = text[:limit]
+                        out["choices"][0]["finish_reason"] = "length"
                 send_json(self, srv.status, out)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
