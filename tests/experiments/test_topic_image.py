@@ -83,6 +83,7 @@ def test_check_dry_run_in_sandbox(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # make test runs this check on the sentiment topic and this topic's dry run in the sandbox
 @needs_bwrap
 def test_round_with_fake_llm(home, fake_llm):
     """Baseline, three ideas (one run as patched, one repaired from its traceback, one never

@@ -253,6 +253,7 @@ def test_round_table_from_a_recorded_span_file(tmp_path):
 # -- the slots bench against the real small model ----------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.extended  # two more real servers; make test meets the real server in test_local_llm.py and the rounds
 def test_slots_bench_quick_on_the_small_model(tmp_path):
     from bench.slots_bench import main
     from tests.support.resources import SMALL_MODEL
