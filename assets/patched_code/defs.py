@@ -26,12 +26,13 @@ def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFra
     rt = reference_of(topic_brief, round_reference)
     spec, code = captured.spec, rt.code  # edits apply to the round's reference code (the best so far, or the original)
     ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
-    patches = []
+    plans = from_frame(experiment_plans, ExperimentPlan)
     with llm.track("patched_code") as usage:
-        for plan in from_frame(experiment_plans, ExperimentPlan):
-            p = make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner)
-            context.log.info(f"{plan.name}: {p.status}" + (f" ({p.reason})" if p.reason else ""))
-            patches.append(p)
+        # the ideas side by side, as many as the LLM serves at once: one idea's self-check runs in
+        # the sandbox while another's draft is decoded (each idea has its own workspace and memos)
+        patches = llm.map(lambda plan: make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner), plans)
+    for plan, p in zip(plans, patches):
+        context.log.info(f"{plan.name}: {p.status}" + (f" ({p.reason})" if p.reason else ""))
     deduped = without_repeated_programs(patches)  # an idea written as the same program as an earlier one
     for before, p in zip(patches, deduped):
         if p is not before:
