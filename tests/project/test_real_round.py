@@ -6,13 +6,13 @@ agree with the metric, the baseline and the tolerance, and every recorded number
 to a run or an LLM call (tests/support/round_checks.py)."""
 import dagster as dg
 import pytest
-import yaml
 
 from assets import ALL_ASSETS, ROUND_ASSETS, TOPIC_ASSETS
 from assets.run_results.defs import STEP_IO
 from assets.shared.partitions import multi_key
 from schemas.topic import load_topic
 from tests.support.round_checks import link_problems, round_records, stored_baseline
+from tests.support.topics import set_budget
 
 TOPIC = "toy_classification"
 
@@ -46,13 +46,6 @@ def run_round(home, local_llm):
         resources
 
 
-def set_budget(home, **budget) -> None:
-    f = home / "experiments" / TOPIC / "topic.yaml"
-    spec_yaml = yaml.safe_load(f.read_text())
-    spec_yaml["budget"].update(budget)
-    f.write_text(yaml.safe_dump(spec_yaml))
-
-
 def meta_of(instance, asset: str) -> dict:
     return instance.get_latest_materialization_event(dg.AssetKey(asset)).asset_materialization.metadata
 
@@ -61,7 +54,7 @@ def meta_of(instance, asset: str) -> dict:
 def test_round_with_real_local_model(home, local_llm):
     # one idea, one draft, one repair, four papers: every stage still meets the real model, in a
     # fraction of the calls of the topic's own budget
-    set_budget(home, ideas_per_round=1, drafts=1, debug_attempts=1, papers=4)
+    set_budget(home / "experiments" / TOPIC, ideas_per_round=1, drafts=1, debug_attempts=1, papers=4)
     instance, res, rec, spec, resources = run_round(home, local_llm)
     assert (spec.budget.ideas_per_round, spec.budget.drafts, spec.budget.debug_attempts, spec.budget.papers) == \
         (1, 1, 1, 4)
@@ -102,7 +95,7 @@ def test_round_with_every_idea_source_and_the_arena_on_the_real_local_model(home
                  chains={"count": 1, "length": 3}, refills=0)
     # one idea a source (3 candidates, 6 arena judgements), one draft and one repair: the later stages
     # have their own real-model test above, this one is about where the ideas come from
-    set_budget(home, ideas_per_round=1, drafts=1, debug_attempts=1)
+    set_budget(home / "experiments" / TOPIC, ideas_per_round=1, drafts=1, debug_attempts=1)
     instance, res, rec, spec, resources = run_round(home, local_llm)
     assert (spec.budget.ideas_per_round, spec.budget.drafts, spec.budget.debug_attempts) == (1, 1, 1)
     meta = meta_of(instance, "ideas")

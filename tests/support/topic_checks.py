@@ -13,6 +13,7 @@ from resources.runner import Runner
 from resources.sandbox import prepare_workspace, sandbox_available
 from schemas.topic import TopicSpec, load_topic
 from tests.support import paths
+from tests.support.topics import set_budget
 
 EXPERIMENTS = paths.EXPERIMENTS
 
@@ -57,12 +58,7 @@ def run_round(name: str, home: Path, base_url: str, budget: dict | None = None):
     shutil.copytree(EXPERIMENTS / name, home / "experiments" / name,
                     ignore=shutil.ignore_patterns("__pycache__", "out", "runs"))
     if budget:
-        import yaml
-
-        f = home / "experiments" / name / "topic.yaml"
-        spec_yaml = yaml.safe_load(f.read_text())
-        spec_yaml["budget"].update(budget)
-        f.write_text(yaml.safe_dump(spec_yaml, sort_keys=False))
+        set_budget(home / "experiments" / name, **budget)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", [name])
     resources = make_resources(base_url)
@@ -86,7 +82,7 @@ def check_round(name: str, home: Path, fake_llm, baseline_floor: float) -> None:
     EPOCHS), the runs finish in the sandbox and the verdicts compare with a real baseline.
 
     One seed a side and one full run a draft: what is checked here is the topic's code under the
-    loop's stages, not the statistics of its seeds (tests/assets/feedback_summary cover those)."""
+    loop's stages, not the statistics of its seeds (tests/assets/shared/test_verdicts.py covers those)."""
     spec = topic(name)
     res, rec = run_round(name, home, fake_llm.base_url, budget={"seeds": 1, "promote": 1})
     assert res.success

@@ -19,6 +19,14 @@ VALID = {
 }
 
 
+def set_budget(folder: Path, **budget) -> None:
+    """Update the budget of the topic.yaml in `folder` (a test's copy of a topic)."""
+    f = folder / "topic.yaml"
+    spec = yaml.safe_load(f.read_text())
+    spec["budget"].update(budget)
+    f.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+
 def make_topic(root: Path, folder: str, spec: dict | None = None, *, text: str | None = None,
                code: str | None = "experiment.py") -> Path:
     d = root / folder
