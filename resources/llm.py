@@ -16,6 +16,7 @@ import copy
 import hashlib
 import json
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -217,6 +218,22 @@ def stopped_at_limit(resp: Any) -> bool:
 
 CUT_OFF_GROWTH = 2.0  # an answer cut off at its limit is asked again with this much more room ...
 CUT_OFF_MAX = 4.0     # ... up to this multiple of the caller's budget
+
+
+LOOP_MIN_CHARS = 1000  # shorter answers are never judged to loop
+LOOP_NEW_SHARE = 0.1   # a second half that adds less than this share of new (compressed) bytes repeats the first
+
+
+def repeats_itself(text: str) -> bool:
+    """The answer went round in a loop (a small model repeating its last lines or the prompt until
+    the limit): its second half adds almost nothing to the first once both are compressed. More
+    room would only buy more of the loop."""
+    data = text.encode()
+    if len(data) < LOOP_MIN_CHARS:
+        return False
+    head, tail = data[: len(data) // 2], data[len(data) // 2:]
+    added = len(zlib.compress(data, 9)) - len(zlib.compress(head, 9))
+    return added < LOOP_NEW_SHARE * len(tail)
 
 
 def cut_off_budget(budget: int, asked: int) -> int:
@@ -445,6 +462,9 @@ class LLM(dg.ConfigurableResource):
                 value = check(text)
             except (ValidationError, ValueError) as e:
                 error, kind = f"invalid answer (try {attempt + 1}): {_why(e)}", error_kind_of(e)
+                if stopped_at_limit(resp) and repeats_itself(text):  # asked again, it would loop again
+                    error += f" (it repeated itself until the answer limit of {budget} tokens)"
+                    break
                 if stopped_at_limit(resp):  # asked again as it was, it would stop at the same place
                     error += f" (cut off at the answer limit of {budget} tokens)"
                     budget = cut_off_budget(budget, max_tokens)

@@ -5,16 +5,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import FIXTURES
-from tests.support.resources import SMALL_MODEL
+from tests.support.resources import LLM_THREADS, SMALL_MODEL, WORKERS
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# Under pytest-xdist the workers share the cores: a local LLM server gets its share of them
-# (LLM_THREADS) and waits passively, so its threads do not spin against another worker's
-# experiment (a server whose two threads fight a busy core decodes many times slower).
-WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-LLM_THREADS = max(1, min(2, (os.cpu_count() or 2) // WORKERS))
+# Under pytest-xdist a local LLM server gets its share of the cores (LLM_THREADS) and waits
+# passively, so its threads do not spin against another worker's experiment.
 if WORKERS > 1:
     os.environ.setdefault("RESEARCHLOOP_LLM_WAIT_POLICY", "PASSIVE")
 

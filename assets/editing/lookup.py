@@ -1,15 +1,26 @@
 """The isolated library lookup: what installed packages export, and the signatures of their
 callables, read by importing them in a separate interpreter (assets/editing/lookup_script.py)
 that never sees the workspace, so no code the model wrote runs outside the sandbox. Every
-answer is JSON; a failure or a timeout is None and the callers then change nothing."""
+answer is JSON; a failure or a timeout is None and the callers then change nothing.
+
+Answers are kept on disk too (the cache folder's lookups/), under a key made of the interpreter,
+the installed packages' folders and the lookup script: every Dagster step is its own process,
+and the repairs of a round ask the same lookups again. Installing or removing a package changes
+its site-packages folder, and so the key; failures are never kept."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
+
+from resources.safe_io import atomic_write_text
+from resources.settings import settings
 
 SCRIPT = Path(__file__).with_name("lookup_script.py")
 LOOKUP_TIMEOUT_S = 60
@@ -23,9 +34,50 @@ def isolated(command: str, *args: object):
     out). An answer is kept for the process: the repair note and the keyword fix of one failure,
     and the drafts of one idea, ask the same lookups (seconds each); a failure is asked again."""
     key = (command, json.dumps(args))
-    if key not in _ANSWERS and (answer := _run_isolated(command, key[1])) is not None:
-        _ANSWERS[key] = answer
+    if key not in _ANSWERS:
+        stored = _stored(key)
+        answer = stored if stored is not None else _run_isolated(command, key[1])
+        if answer is not None:
+            _ANSWERS[key] = answer
+            if stored is None:
+                _store(key, answer)
     return _ANSWERS.get(key)
+
+
+@functools.cache
+def _environment_key() -> str:
+    """What a lookup's answer depends on besides its arguments: the interpreter, the installed
+    packages (their folders' modification times change with every install or removal) and the
+    lookup script itself."""
+    paths = sysconfig.get_paths()
+    folders = sorted({paths["purelib"], paths["platlib"]})
+    parts = [sys.executable, sys.version, str(LOOKUP_MODULES), SCRIPT.read_text()]
+    parts += [f"{f}:{os.stat(f).st_mtime_ns}" for f in folders if os.path.isdir(f)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _answer_path(key: tuple[str, str]) -> Path:
+    name = hashlib.sha256("\n".join(key).encode()).hexdigest()[:32]
+    return settings().cache_dir() / "lookups" / _environment_key() / f"{name}.json"
+
+
+def _stored(key: tuple[str, str]):
+    """The kept answer of this lookup, None when there is none or it does not read back."""
+    try:
+        record = json.loads(_answer_path(key).read_text())
+        return record["answer"] if record.get("key") == list(key) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _store(key: tuple[str, str], answer: object) -> None:
+    """Keep an answer for other processes; a folder that cannot be written keeps nothing."""
+    path = _answer_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"key": list(key), "answer": answer}))
+    except OSError:
+        pass
 
 
 def _run_isolated(command: str, arguments: str):

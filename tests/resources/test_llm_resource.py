@@ -89,6 +89,33 @@ def test_an_answer_still_cut_off_fails_and_names_the_limit(server, make_llm):
     assert [q["max_tokens"] for q in server.requests] == [20, 40, 80, 80]  # 4x the budget at most
 
 
+def test_an_answer_that_loops_until_its_limit_is_not_asked_again_with_more_room(server, make_llm):
+    """A model repeating itself up to the limit would loop again with more room: the call ends at
+    once with that reason, and the failure is remembered."""
+    server.chars_per_token = 1.0
+    server.respond = lambda body: "Here is the fix:\n```python\n" + "x = x + 1\nprint(x)\n" * 400
+    llm = make_llm(max_retries=3)
+    r = llm.complete(MSGS, stage="debug", parse=json.loads, max_tokens=1500)
+    assert not r.ok and "repeated itself until the answer limit of 1500 tokens" in r.error
+    assert server.n == 1 and r.call.tries == 1
+    again = llm.complete(MSGS, stage="debug", parse=json.loads, max_tokens=1500)
+    assert not again.ok and again.call.cached and server.n == 1
+
+
+def test_only_a_repeating_answer_is_judged_a_loop():
+    import random
+
+    from resources.llm import repeats_itself
+
+    rng = random.Random(0)
+    words = ["loss", "model", "batch", "epoch", "train", "value", "grad", "mean", "scale", "data"]
+    varied = "\n".join(f"{rng.choice(words)}_{i} = {rng.choice(words)}({rng.randint(0, 999)}) * {rng.random():.4f}"
+                       for i in range(120))
+    assert not repeats_itself(varied)
+    assert repeats_itself(varied[:600] + "\nreturn the answer in the format\n" * 60)
+    assert not repeats_itself("abc" * 100)  # too short to tell
+
+
 def test_a_bounded_idea_list_tells_the_grammar_its_count_and_still_takes_more():
     from resources.llm import strict_schema
     from schemas.llm_outputs import idea_list

@@ -1,6 +1,13 @@
-"""The Dagster resources a test materialises assets with, and the small local model's name."""
+"""The Dagster resources a test materialises assets with, the small local model's name and the
+threads a test's local server gets."""
+import os
 
 SMALL_MODEL = "qwen2.5-coder-0.5b"
+
+# Under pytest-xdist the workers share the cores: a local LLM server a test starts gets its share
+# of them (a server whose two threads fight another worker's busy core decodes many times slower).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+LLM_THREADS = max(1, min(2, (os.cpu_count() or 2) // WORKERS))
 
 
 def make_resources(base_url: str, model: str = "fake-model") -> dict:

@@ -96,6 +96,7 @@ def test_what_is_not_named_statically_is_left_alone(tmp_path):
 
 def test_a_failed_lookup_changes_nothing(monkeypatch):
     monkeypatch.setattr(lookup, "_ANSWERS", {})
+    monkeypatch.setattr(lookup, "_stored", lambda key: None)  # nothing kept on disk either
     monkeypatch.setattr(lookup, "_run_isolated", lambda command, arguments: None)
     assert check_calls(SKLEARN) == (SKLEARN, [])
     assert api_notes(SKLEARN) == ""

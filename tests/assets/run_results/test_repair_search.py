@@ -498,19 +498,27 @@ def test_debug_cli_no_llm(typo, tmp_path):
     assert r.returncode == 2 and "leave no way to repair" in r.stderr
 
 
-def test_a_lookup_is_asked_once_per_process(monkeypatch):
+def test_a_lookup_is_asked_once_per_process(monkeypatch, tmp_path):
     """The repair note and the keyword fix of one failure read the same signature: one
-    isolated interpreter, not two."""
+    isolated interpreter, not two; another process (its memory empty) reads the answer kept on
+    disk, and a changed set of installed packages asks again."""
     from assets.editing import lookup, suggestions
 
     runs = []
     real = subprocess.run
+    monkeypatch.setenv("RESEARCHLOOP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(lookup, "_ANSWERS", {})
     monkeypatch.setattr(lookup.subprocess, "run", lambda *a, **kw: runs.append(a) or real(*a, **kw))
     code = "from sklearn.linear_model import RidgeCV\nm = RidgeCV(alpha=1.0)\n"
     first = suggestions.callee_parameters(code, "alpha", 2)
     assert first is not None and "alphas" in first[1] and len(runs) == 1
     assert suggestions.keyword_fix(code, "alpha", 2)[0] == code.replace("alpha=", "alphas=") and len(runs) == 1
+    monkeypatch.setattr(lookup, "_ANSWERS", {})  # as in a new process
+    assert suggestions.callee_parameters(code, "alpha", 2) == first and len(runs) == 1
+    assert len(list((tmp_path / "cache" / "lookups").rglob("*.json"))) == 1
+    monkeypatch.setattr(lookup, "_ANSWERS", {})
+    monkeypatch.setattr(lookup, "_environment_key", lambda: "another-install")
+    assert suggestions.callee_parameters(code, "alpha", 2) == first and len(runs) == 2
 
 
 def test_a_run_whose_repairs_undid_the_idea_is_no_evidence_about_it():

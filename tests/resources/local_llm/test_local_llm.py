@@ -20,6 +20,7 @@ from resources import local_llm as ll
 from resources.local_llm import server as llserver
 from resources.local_llm import weights as llweights
 from tests.support import paths
+from tests.support.resources import LLM_THREADS
 
 REPO = paths.REPO
 
@@ -442,7 +443,7 @@ def test_real_server_json_schema(tmp_path):
 
     # two processes racing to start: exactly one server, same URL for both
     cmd = [sys.executable, "-m", "resources.local_llm", "start", "--model", name,
-           "--cache-dir", str(cache), "--ctx-size", "4096"]
+           "--cache-dir", str(cache), "--ctx-size", "4096", "--threads", str(LLM_THREADS)]
     procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True) for _ in range(2)]
     urls = [p.communicate(timeout=300)[0].strip().splitlines()[-1] for p in procs]
     assert all(p.returncode == 0 for p in procs)
@@ -453,7 +454,7 @@ def test_real_server_json_schema(tmp_path):
     pid = state["pid"]
     try:
         # in-process call reuses it
-        assert ll.ensure_server(name, cache, ctx_size=4096) == urls[0]
+        assert ll.ensure_server(name, cache, ctx_size=4096, threads=LLM_THREADS) == urls[0]
 
         client = openai.OpenAI(base_url=urls[0], api_key="sk-local")
         resp = client.chat.completions.create(
