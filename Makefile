@@ -22,16 +22,23 @@ LOCK := requirements.lock
 
 setup: $(VENV)/.installed system-deps
 
-# pip checks every file against the lock's hashes (pip itself included: the lock upgrades the
-# venv's bundled pip); torch is the CPU wheel 2.13.0+cpu that pip finds on this machine's disk
-# (find-links in pip's configuration). pip-sync (pip-tools, from the lock) then removes what an
-# older venv holds beyond the lock. The project itself goes in editable, with no dependencies and
-# no build isolation (its build back-end, setuptools, comes from the lock too).
+# uv (itself from the lock, installed by pip with its hashes checked) installs the lock: it checks
+# every file against the lock's hashes, downloads in parallel, compiles the bytecode on every core and
+# removes what an older venv holds beyond the lock. torch is the CPU wheel 2.13.0+cpu that this
+# machine keeps on disk (pip's find-links, handed to uv). Should uv fail, pip installs the lock the
+# slower way (pip-sync, from the lock, then removes the extras). The project itself goes in
+# editable, with no dependencies and no build isolation (its build back-end, setuptools, comes from
+# the lock too).
+FIND_LINKS := $(strip $(PIP_FIND_LINKS) $(shell $(BASE_PYTHON) -m pip config get global.find-links 2>/dev/null))
+UV_SYNC = $(VENV)/bin/uv pip sync -q --require-hashes --compile-bytecode --python $(PY) \
+	  $(foreach f,$(sort $(FIND_LINKS)),--find-links $(f)) $(LOCK)
 $(VENV)/.installed: $(LOCK) pyproject.toml
-	@echo "== creating $(VENV) and installing the locked packages (a few minutes the first time)"
+	@echo "== creating $(VENV) and installing the locked packages (a minute or two the first time)"
 	test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --require-hashes -r $(LOCK)
-	$(VENV)/bin/pip-sync -q $(LOCK)
+	awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(LOCK) > $(VENV)/uv-requirement.txt
+	( $(PY) -m pip install -q --require-hashes --no-deps -r $(VENV)/uv-requirement.txt && $(UV_SYNC) ) || \
+	  { echo "== uv could not install the lock: pip installs it"; \
+	    $(PY) -m pip install -q --require-hashes -r $(LOCK) && $(VENV)/bin/pip-sync -q $(LOCK); }
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 

@@ -342,7 +342,25 @@ def _rank_cli(*args, env):
                           capture_output=True, text=True, timeout=300)
 
 
-def test_rank_cli(home, fake_llm, tmp_path):
+def _rank_here(capsys, monkeypatch, *args, env):
+    """`researchloop rank` through pipelines.cli.main in this process, under `env`: the
+    (returncode, stdout, stderr) of the call as a CompletedProcess."""
+    from pipelines.cli import main
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    capsys.readouterr()
+    try:
+        rc = main(["rank", *args])
+    except SystemExit as e:  # argparse and the CLI's own refusals exit
+        rc = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["researchloop", "rank", *args], rc, out.out, out.err)
+
+
+def test_rank_cli(home, fake_llm, tmp_path, monkeypatch, capsys):
+    """The first call goes through the installed entry point (a process of its own); the others
+    call the same `main` in this process, which keeps the embedder loaded between them."""
     env = {**os.environ, "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "sk-test",
            "RESEARCHLOOP_MODEL": "fake-model"}
     papers = tmp_path / "papers.jsonl"
@@ -352,6 +370,10 @@ def test_rank_cli(home, fake_llm, tmp_path):
         {"paper_id": "b", "title": "VoxelNet: LiDAR object detection", "abstract": "Finds 3D boxes."},
         {"paper_id": "c", "title": "Point cloud classification with kernels", "abstract": "Labels shapes."},
     ]) + "\n")
+
+    def rank(*args):
+        return _rank_here(capsys, monkeypatch, *args, env=env)
+
     r = _rank_cli("--topic", "toy_classification", "--papers", str(papers), env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in r.stdout.splitlines()]
@@ -360,13 +382,13 @@ def test_rank_cli(home, fake_llm, tmp_path):
     assert all("similarity" in x["reason"] for x in rows) and any(x["kept"] for x in rows)
 
     # the combined mode: the fake endpoint answers yes / no without log-probabilities
-    r = _rank_cli("--topic", "toy_classification", "--papers", str(papers), "--mode", "combined", env=env)
+    r = rank("--topic", "toy_classification", "--papers", str(papers), "--mode", "combined")
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert {x["paper_id"]: x["kept"] for x in rows} == {"a": True, "b": False, "c": True}
     assert [x["relevance"] for x in rows] == ["yes", "no", "yes"] and all("P(yes)" in x["reason"] for x in rows)
 
-    r = _rank_cli("--topic", "toy_classification", "--papers", str(papers), "--mode", "attributes", env=env)
+    r = rank("--topic", "toy_classification", "--papers", str(papers), "--mode", "attributes")
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert {x["paper_id"]: x["kept"] for x in rows} == {"a": True, "b": False, "c": True}
@@ -376,7 +398,7 @@ def test_rank_cli(home, fake_llm, tmp_path):
     assert rows[1]["paper_output"] == "bounding boxes" and "output differs" in rows[1]["attribute_match"]
     assert "kept 2/3" in r.stderr
 
-    r = _rank_cli("--topic", "toy_classification", "--papers", str(papers), "--naive", "--batch", "2", env=env)
+    r = rank("--topic", "toy_classification", "--papers", str(papers), "--naive", "--batch", "2")
     assert r.returncode == 0, r.stderr[-3000:]
     naive = [json.loads(line) for line in r.stdout.splitlines()]
     assert [x["kept"] for x in naive] == [True, True, True]   # "neighbouring_task" scores 8 naively
@@ -384,11 +406,11 @@ def test_rank_cli(home, fake_llm, tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"paper_id": "x", "title": "no abstract field"}\n')
-    r = _rank_cli("--topic", "toy_classification", "--papers", str(bad), env=env)
+    r = rank("--topic", "toy_classification", "--papers", str(bad))
     assert r.returncode == 2 and "abstract" in r.stderr and r.stdout == ""
-    r = _rank_cli("--topic", "no_such_topic", "--papers", str(papers), env=env)
+    r = rank("--topic", "no_such_topic", "--papers", str(papers))
     assert r.returncode == 2 and "no_such_topic" in r.stderr
-    r = _rank_cli("--topic", "toy_classification", "--papers", str(tmp_path / "missing.jsonl"), env=env)
+    r = rank("--topic", "toy_classification", "--papers", str(tmp_path / "missing.jsonl"))
     assert r.returncode == 2 and "missing.jsonl" in r.stderr
 
 
