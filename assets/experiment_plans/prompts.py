@@ -15,11 +15,13 @@ def plan(code: str, metric: str, name: str, title: str, experiment: str, summary
                else "plain Python (the standard library)")
     stack = (f"The file is written in {written}: plan the change with the libraries it already uses where they "
              "serve, never a switch to another framework.")
+    # what every idea of the round shares (the file, its parts, the data) comes before the idea, so
+    # the server reads it once and reuses it for the next idea's plan
     return [
         {"role": "system", "content": SYSTEM + f" {stack}\n\nThe file:\n```python\n{code}\n```"},
         {"role": "user", "content": (
-            f"Idea {name}: {title}\n{summary}\nSuggested experiment: {experiment}\n\n{where}"
-            + (f"{data_section(data)}\n" if data.strip() else "") +
+            where + (f"{data_section(data)}\n" if data.strip() else "")
+            + f"Idea {name}: {title}\n{summary}\nSuggested experiment: {experiment}\n\n"
             f"Write the plan: the concrete changes (1-4 items), each naming the function, class or "
             f"top-level variable it changes; the location: the names of the parts it changes, from the list; "
             f"how {metric} is evaluated (keep the script's evaluation and final_info.json unchanged), "

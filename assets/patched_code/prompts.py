@@ -25,12 +25,14 @@ def implement(code: str, filename: str, edit_format: str, title: str, summary: s
     if functions:
         names = [("the top-level statements" if f == MODULE else f"`{f}`") for f in functions]
         where = f"The plan changes these parts of {filename}: {', '.join(names)}.\n"
+    # the parts every idea of the round shares (the file, the data, the rules) come first, so the
+    # server reuses them for the next idea's patch; the idea, its plan and the answer format last
+    shared = (f"{data_section(data)}\n" if data.strip() else "") + f"{rules(code, entry_points)}\n\n"
     return [
         {"role": "system", "content": system_prompt(code, filename)},
         {"role": "user", "content": (
-            f"Implement this idea: {title}\n{summary}\n"
+            shared + f"Implement this idea: {title}\n{summary}\n"
             + (f"The idea applies this method: {card}\n" if card else "")
-            + f"Planned changes:\n{steps}\n{where}\n{data_section(data)}"
-            f"{rules(code, entry_points)}\n"
+            + f"Planned changes:\n{steps}\n{where}\n"
             + (f"{extra}\n" if extra else "") + instructions(edit_format, filename))},
     ]
