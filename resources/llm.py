@@ -8,6 +8,8 @@
 - a failure carries its kind as a value (`LLMResult.error_kind`), never only as text;
 - usage per stage: `with llm.track("stage") as usage:` collects the calls made inside.
 With no OPENAI_BASE_URL the embedded `local_llm` server is started and used.
+One job, a logical LLM call and its bookkeeping: the retry rules, the cache and the accounting read
+the same request and answer, so they stay in one module (limits across processes live in llm_limits).
 """
 from __future__ import annotations
 
