@@ -495,9 +495,14 @@ class LLM(dg.ConfigurableResource):
             return LLMResult(text=text, call=call, error=error, error_kind=kind)
         return LLMResult(value=value, text=text, call=call, top_logprobs=top)
 
-    def map(self, fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
-        """Run fn over items with at most `concurrency()` LLM calls in flight, in order."""
-        if self.concurrency() <= 1 or len(items) <= 1:
+    def map(self, fn: Callable[[Any], T], items: Sequence[Any], *, shared_prefix: bool = False) -> list[T]:
+        """Run fn over items with at most `concurrency()` LLM calls in flight, in order.
+        `shared_prefix`: the items' requests begin alike (the same file and data before each item's
+        own part). The local server then gets them one after another: reading a prompt is
+        compute-bound on its cores, and each slot caches only its own last prompt, so requests sent
+        at once read the shared part once each, while one after another every request after the
+        first reads only its own part. An endpoint of its own (remote) still gets them at once."""
+        if self.concurrency() <= 1 or len(items) <= 1 or (shared_prefix and self.is_local()):
             return [fn(x) for x in items]
         self.client()  # create the client once, before the threads share it
         with ThreadPoolExecutor(self.concurrency()) as pool:

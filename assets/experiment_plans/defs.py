@@ -24,7 +24,7 @@ def experiment_plans(context: dg.AssetExecutionContext, filtered_ideas: pl.DataF
     rt = reference_of(topic_brief, round_reference)
     spec, code = captured.spec, rt.code  # plans for the round's reference code
     with llm.track("experiment_plans") as usage:
-        plans = llm.map(lambda i: make_plan(spec, code, i, llm), kept_ideas(filtered_ideas))
+        plans = llm.map(lambda i: make_plan(spec, code, i, llm), kept_ideas(filtered_ideas), shared_prefix=True)
     df = to_frame(plans, ExperimentPlan)
     check = expectation_check("plans_complete", df.with_columns(n_changes=pl.col("changes").list.len()), [
         E("ExpectColumnValuesToBeUnique", column="idea_id"),

@@ -28,9 +28,11 @@ def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFra
     ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
     plans = from_frame(experiment_plans, ExperimentPlan)
     with llm.track("patched_code") as usage:
-        # the ideas side by side, as many as the LLM serves at once: one idea's self-check runs in
-        # the sandbox while another's draft is decoded (each idea has its own workspace and memos)
-        patches = llm.map(lambda plan: make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner), plans)
+        # the ideas' prompts share the file, the data and the rules: on the local server one idea after
+        # another, each reusing that part; an endpoint of its own drafts them side by side (each idea
+        # has its own workspace and memos)
+        patches = llm.map(lambda plan: make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner), plans,
+                          shared_prefix=True)
     for plan, p in zip(plans, patches):
         context.log.info(f"{plan.name}: {p.status}" + (f" ({p.reason})" if p.reason else ""))
     deduped = without_repeated_programs(patches)  # an idea written as the same program as an earlier one

@@ -355,6 +355,34 @@ def test_map_sequential_when_concurrency_one(make_llm):
     assert seen == [3, 1, 2]
 
 
+def test_map_of_a_shared_prefix_goes_one_by_one_on_the_local_server_only(make_llm, monkeypatch):
+    """Requests that begin alike reach the local server one after another (each slot caches only
+    its own last prompt, so side by side they would each read the shared part); an endpoint of its
+    own still gets them at once."""
+    import threading
+
+    def in_flight(llm, shared_prefix):
+        now, most, lock = [0], [0], threading.Lock()
+
+        def one(x):
+            with lock:
+                now[0] += 1
+                most[0] = max(most[0], now[0])
+            time.sleep(0.05)
+            with lock:
+                now[0] -= 1
+            return -x
+        assert llm.map(one, [1, 2, 3, 4], shared_prefix=shared_prefix) == [-1, -2, -3, -4]
+        return most[0]
+
+    remote = make_llm(max_concurrency=4)
+    assert in_flight(remote, True) > 1 and in_flight(remote, False) > 1
+    local = make_llm(max_concurrency=4)
+    monkeypatch.setattr(type(local), "is_local", lambda self: True)
+    monkeypatch.setattr(type(local), "concurrency", lambda self: 2)
+    assert in_flight(local, True) == 1 and in_flight(local, False) == 2
+
+
 def test_remote_endpoint_settings(make_llm):
     llm = make_llm()
     assert not llm.is_local()
