@@ -18,6 +18,12 @@ time), each request's latency and its own decode rate (the server's `timings`).
 
 The record (default bench/records/slots.json) holds every request's figures; the section "slots" of
 bench/results/slots.md is written only when the record is the default one.
+
+`--prefix`: requests that begin alike, as the plans and patches of a round's ideas do (a shipped
+topic's experiment code as the system message, then each idea's own line), on one server with
+`--prefix-slots` slots, fresh for each case: sent all at once, and sent one after another. Per case
+the wall time, the prompt tokens the server read and those it reused from its cache (record
+bench/records/slots_prefix.json, section "slots-prefix").
 """
 from __future__ import annotations
 
@@ -132,6 +138,75 @@ def render(rec: dict) -> str:
     ])
 
 
+PREFIX_RECORD = "slots_prefix"
+PREFIX_TITLE = "Slots: requests that begin alike, at once or one after another"
+PREFIX_CODE = "experiments/diabetes_regression/experiment.py"
+IDEAS = ["Use gradient boosting instead of the linear model.", "Add polynomial features of degree two.",
+         "Standardise the target before fitting.", "Tune the regularisation strength by cross-validation."]
+
+
+def ask_prefixed(url: str, model: str, system: str, idea: str, max_tokens: int) -> dict:
+    body = json.dumps({"model": model, "max_tokens": max_tokens, "temperature": 0, "seed": 0, "messages": [
+        {"role": "system", "content": system},
+        {"role": "user", "content": f"Idea: {idea}\nName the one change to the file, in one sentence."}]}).encode()
+    req = urllib.request.Request(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    t0 = time.monotonic()
+    with urllib.request.urlopen(req, timeout=1800) as r:
+        resp = json.loads(r.read())
+    return {"latency_s": round(time.monotonic() - t0, 3), **server_timings(resp)}
+
+
+def measure_prefix(model: str, slots: int, counts: list[int], max_tokens: int, ctx_size: int, threads: int,
+                   work: Path) -> dict:
+    """For each request count: the requests at once, then one after another, each case on a fresh
+    server (an empty cache)."""
+    cache = linked_cache(model, work / "llm_cache", progress=True)
+    code = (Path(__file__).resolve().parents[1] / PREFIX_CODE).read_text()
+    system = ("You are an expert engineer who edits experiment code.\n\n"
+              f"The current experiment.py:\n```python\n{code}\n```")
+    rows = []
+    for n in counts:
+        for how in ("at once", "one after another"):
+            stop_server(cache)
+            url = ensure_server(model, cache, ctx_size=ctx_size, threads=threads, slots=slots, lease=False)
+            try:
+                asks = [(url, model, system, IDEAS[i], max_tokens) for i in range(n)]
+                t0 = time.monotonic()
+                if how == "at once":
+                    with ThreadPoolExecutor(n) as pool:
+                        reqs = list(pool.map(lambda a: ask_prefixed(*a), asks))
+                else:
+                    reqs = [ask_prefixed(*a) for a in asks]
+                wall = round(time.monotonic() - t0, 2)
+            finally:
+                stop_server(cache)
+            row = {"requests": n, "sent": how, "wall_s": wall,
+                   "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in reqs),
+                   "cached_tokens": sum(r.get("cached_tokens", 0) for r in reqs),
+                   "prompt_s": round(sum(r.get("prompt_s", 0.0) for r in reqs), 2), "raw": reqs}
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "raw"}), flush=True)
+    return {"script": SCRIPT, "date": today(), "machine": machine(), "load_avg": round(os.getloadavg()[0], 1),
+            "model": model, "slots": slots, "threads": threads, "max_tokens": max_tokens, "prefix": PREFIX_CODE,
+            "rows": rows}
+
+
+def render_prefix(rec: dict) -> str:
+    table = ["| requests | sent | wall s | prompt tokens | reused from the cache | prompt reading s (server) |",
+             "|---" * 6 + "|"]
+    for r in rec["rows"]:
+        table.append(f"| {r['requests']} | {r['sent']} | {r['wall_s']:.1f} | {r['prompt_tokens']} | "
+                     f"{r['cached_tokens']} | {r['prompt_s']:.1f} |")
+    return "\n".join([
+        f"## {PREFIX_TITLE}", "",
+        provenance(SCRIPT, f"bench/records/{PREFIX_RECORD}.json", f"{rec['date']} on {rec['machine']}",
+                   "not a sample: fixed prompts, timed once"), "",
+        (f"Model `{rec['model']}`, {rec['slots']} slots, {rec['threads']} threads, a fresh server (empty cache) "
+         f"for each row. Every request: `{rec['prefix']}` as the system message, then one idea's line; answers "
+         f"of at most {rec['max_tokens']} tokens at temperature 0. Load average at the end: {rec['load_avg']}."),
+        "", *table])
+
+
 def _ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x.strip()]
 
@@ -147,7 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="1 and 2 slots, 1 and 2 requests, 8 tokens; writes only --out")
     ap.add_argument("--out", default="", help=f"the record (default bench/records/{RECORD}.json; --quick: none)")
     ap.add_argument("--work", default="", help="the private cache folder's parent (default: a temporary one)")
+    ap.add_argument("--prefix", action="store_true", help="requests that begin alike: at once or one after another")
+    ap.add_argument("--prefix-slots", type=int, default=2)
+    ap.add_argument("--prefix-requests", default="2,3", help="with --prefix: request counts, comma-separated")
     args = ap.parse_args(argv)
+    if args.prefix:
+        return _prefix_main(args)
     default_out = RECORDS / f"{RECORD}.json"
     out = Path(args.out) if args.out else (None if args.quick else default_out)
     if os.environ.get("FROM_RECORD") == "1":
@@ -170,6 +250,21 @@ def main(argv: list[str] | None = None) -> int:
     if out is not None and out.resolve() == default_out.resolve():
         write_section(SECTION, body, page_path(RECORD))
     return 0 if all(r["aggregate_tok_s"] > 0 for r in rec["rows"]) else 1
+
+
+def _prefix_main(args) -> int:
+    out = RECORDS / f"{PREFIX_RECORD}.json"
+    if os.environ.get("FROM_RECORD") == "1":
+        rec = json.loads(out.read_text())
+    else:
+        model = args.model or settings().local_model
+        work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_slots_"))
+        rec = measure_prefix(model, args.prefix_slots, _ints(args.prefix_requests), 32, 4096, args.threads, work)
+        out.write_text(json.dumps(rec, indent=1) + "\n")
+    body = render_prefix(rec)
+    print(body)
+    write_section("slots-prefix", body, page_path(RECORD))
+    return 0
 
 
 if __name__ == "__main__":

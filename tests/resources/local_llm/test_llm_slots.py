@@ -268,3 +268,15 @@ def test_slots_bench_quick_on_the_small_model(tmp_path):
         assert all(by[(slots, n)]["answer_tokens"] == 8 * n for n in (1, 2))   # every answer ran to max_tokens
     assert rec["raw"][-1]["server_ctx"] == 2 * 512
     assert not (tmp_path / "w" / "llm_cache" / "server.json").exists()       # the private server was stopped
+
+
+def test_the_prefix_section_renders_each_case_from_its_record():
+    from bench.slots_bench import render_prefix
+
+    rows = [{"requests": 2, "sent": how, "wall_s": w, "prompt_tokens": 1348, "cached_tokens": c, "prompt_s": p}
+            for how, w, c, p in (("at once", 38.4, 0, 36.4), ("one after another", 21.6, 649, 20.1))]
+    page = render_prefix({"date": "2026-01-01", "machine": "2 cores", "load_avg": 1.0, "model": "m", "slots": 2,
+                          "threads": 2, "max_tokens": 32, "prefix": "experiments/x/experiment.py", "rows": rows})
+    assert "| 2 | at once | 38.4 | 1348 | 0 | 36.4 |" in page
+    assert "| 2 | one after another | 21.6 | 1348 | 649 | 20.1 |" in page
+    assert "bench/records/slots_prefix.json" in page and "2 slots" in page
