@@ -28,8 +28,8 @@ setup: $(VENV)/.installed system-deps
 # machine keeps on disk (pip's find-links, handed to uv). Should uv fail, pip installs the lock the
 # slower way (pip-sync, from the lock, then removes the extras). The project itself goes in
 # editable, with no dependencies and no build isolation (its build back-end, setuptools, comes from
-# the lock too).
-FIND_LINKS := $(strip $(PIP_FIND_LINKS) $(shell $(BASE_PYTHON) -m pip config get global.find-links 2>/dev/null))
+# the lock too). FIND_LINKS is deferred (=): pip is asked only when the venv is built.
+FIND_LINKS = $(strip $(PIP_FIND_LINKS) $(shell $(BASE_PYTHON) -m pip config get global.find-links 2>/dev/null))
 UV_SYNC = $(VENV)/bin/uv pip sync -q --require-hashes --compile-bytecode --python $(PY) \
 	  $(foreach f,$(sort $(FIND_LINKS)),--find-links $(f)) $(LOCK)
 $(VENV)/.installed: $(LOCK) pyproject.toml

@@ -53,16 +53,20 @@ PROMPT = ("Write a Python function `moving_average(xs, k)` that returns the movi
           "over windows of k items, with a docstring and a short example of its use.")
 
 
-def ask(url: str, model: str, max_tokens: int, timeout_s: float = 1800.0) -> dict:
-    """One chat request (temperature 0, exactly `max_tokens` answer tokens); its latency and the
-    server's own figures (resources/timing_log.server_timings)."""
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens,
-                       "temperature": 0, "seed": 0, "ignore_eos": True}).encode()
-    req = urllib.request.Request(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"})
+def post(url: str, body: dict, timeout_s: float = 1800.0) -> dict:
+    """One chat request; its latency and the server's own figures (resources/timing_log.server_timings)."""
+    req = urllib.request.Request(f"{url}/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
     t0 = time.monotonic()
     with urllib.request.urlopen(req, timeout=timeout_s) as r:
         resp = json.loads(r.read())
     return {"latency_s": round(time.monotonic() - t0, 3), **server_timings(resp)}
+
+
+def ask(url: str, model: str, max_tokens: int) -> dict:
+    """The fixed prompt at temperature 0, answered with exactly `max_tokens` tokens."""
+    return post(url, {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens,
+                      "temperature": 0, "seed": 0, "ignore_eos": True})
 
 
 def batch(url: str, model: str, n: int, max_tokens: int) -> dict:
@@ -146,14 +150,9 @@ IDEAS = ["Use gradient boosting instead of the linear model.", "Add polynomial f
 
 
 def ask_prefixed(url: str, model: str, system: str, idea: str, max_tokens: int) -> dict:
-    body = json.dumps({"model": model, "max_tokens": max_tokens, "temperature": 0, "seed": 0, "messages": [
+    return post(url, {"model": model, "max_tokens": max_tokens, "temperature": 0, "seed": 0, "messages": [
         {"role": "system", "content": system},
-        {"role": "user", "content": f"Idea: {idea}\nName the one change to the file, in one sentence."}]}).encode()
-    req = urllib.request.Request(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"})
-    t0 = time.monotonic()
-    with urllib.request.urlopen(req, timeout=1800) as r:
-        resp = json.loads(r.read())
-    return {"latency_s": round(time.monotonic() - t0, 3), **server_timings(resp)}
+        {"role": "user", "content": f"Idea: {idea}\nName the one change to the file, in one sentence."}]})
 
 
 def measure_prefix(model: str, slots: int, counts: list[int], max_tokens: int, ctx_size: int, threads: int,

@@ -464,10 +464,10 @@ class LLM(dg.ConfigurableResource):
                 value = check(text)
             except (ValidationError, ValueError) as e:
                 error, kind = f"invalid answer (try {attempt + 1}): {_why(e)}", error_kind_of(e)
-                if stopped_at_limit(resp) and repeats_itself(text):  # asked again, it would loop again
-                    error += f" (it repeated itself until the answer limit of {budget} tokens)"
-                    break
                 if stopped_at_limit(resp):  # asked again as it was, it would stop at the same place
+                    if repeats_itself(text):  # ... and with more room it would only loop longer
+                        error += f" (it repeated itself until the answer limit of {budget} tokens)"
+                        break
                     error += f" (cut off at the answer limit of {budget} tokens)"
                     budget = cut_off_budget(budget, max_tokens)
                     convo = list(messages)
