@@ -54,6 +54,10 @@ REGISTRY: dict[str, Benchmark] = {b.name: b for b in [
               "seconds, cached tokens, re-asks, experiment and wall seconds; the round's orchestration overhead; "
               "the two loops' wall time over the one loop's",
               "hours on the local model", True),
+    Benchmark("debug", "bench.debug_bench", "researchloop debug on broken scripts",
+              "`researchloop debug` on suites of small standalone scripts with one classic bug each (bench/broken/"
+              "scripts_*): the share whose final version's full run reproduces the bug-free script's result",
+              "under an hour per suite on the local model", True),
     Benchmark("slots", "bench.slots_bench", "Slots: requests decoded at once by the local server",
               "the local server with 1, 2 and 4 slots, sent 1, 2 and 4 requests at once (a fixed prompt, a fixed "
               "answer length): aggregate decode tokens per second and each request's latency",

@@ -14,6 +14,8 @@ from schemas.topic import load_topic
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = {"pointcloud": "pointcloud_classification", "image": "image_classification",
           "sentiment": "sentiment_classification"}
+# suites of standalone scripts (bench/broken/<suite>/bases/*.py), for `researchloop debug` (bench/debug_bench.py)
+SCRIPT_SUITES = ("scripts_dev", "scripts_heldout")
 
 
 class SuiteError(ValueError):
@@ -40,3 +42,17 @@ def load_suite(suite: str = "pointcloud", ref: str | None = None) -> list[dict]:
 
 def variant_code(name: str, suite: str = "pointcloud") -> str:
     return next(r["code"] for r in load_suite(suite) if r["name"] == name)
+
+
+def load_script_suite(suite: str) -> list[dict]:
+    """The variants of a suite of standalone scripts: each manifest row with `base_code` (the
+    bug-free script bench/broken/<suite>/bases/<base>) and `code` (it with the bug applied)."""
+    folder = ROOT / "bench" / "broken" / suite
+    rows = [json.loads(l) for l in (folder / "manifest.jsonl").read_text().splitlines() if l.strip()]
+    for r in rows:
+        base = (folder / "bases" / r["base"]).read_text()
+        if base.count(r["old"]) != 1:
+            raise SuiteError(f"variant {r['name']}: its `old` text occurs {base.count(r['old'])} times in "
+                             f"{suite}/bases/{r['base']} (must be once): update the manifest")
+        r["base_code"], r["code"] = base, base.replace(r["old"], r["new"], 1)
+    return rows

@@ -24,6 +24,12 @@ topic's experiment code as the system message, then each idea's own line), on on
 `--prefix-slots` slots, fresh for each case: sent all at once, and sent one after another. Per case
 the wall time, the prompt tokens the server read and those it reused from its cache (record
 bench/records/slots_prefix.json, section "slots-prefix").
+
+`--contention`: one request's decode rate while other processes compete for the cores, for each way
+the server's threads can wait (OpenMP's wait policy and spin count, and the thread count): idle,
+beside one and two busy processes, and beside two busy processes at a lower priority (`nice`), as a
+loop's experiments and step processes compete with its server (record
+bench/records/slots_contention.json, section "slots-contention").
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -206,6 +213,96 @@ def render_prefix(rec: dict) -> str:
         "", *table])
 
 
+CONTENTION_RECORD = "slots_contention"
+CONTENTION_TITLE = "Slots: decode beside busy processes, per way the server's threads wait"
+# (label, OMP_WAIT_POLICY, GOMP_SPINCOUNT or "" for the policy's own, threads)
+WAITS = [("ACTIVE, spin 20000000", "ACTIVE", "20000000", 2), ("ACTIVE, spin 200000", "ACTIVE", "200000", 2),
+         ("ACTIVE, spin 10000", "ACTIVE", "10000", 2), ("PASSIVE", "PASSIVE", "", 2),
+         ("PASSIVE, 1 thread", "PASSIVE", "", 1)]
+LOADS = [("idle", 0, 0), ("1 busy process", 1, 0), ("2 busy processes", 2, 0), ("2 busy processes at nice 10", 2, 10)]
+BUSY = "while True:\n    sum(range(10000))\n"
+
+
+def busy(n: int, niceness: int) -> list[subprocess.Popen]:
+    """`n` processes that keep a core busy with pure Python, at `niceness`."""
+    pre = (lambda: os.nice(niceness)) if niceness else None
+    return [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pre) for _ in range(n)]  # noqa: PLW1509
+
+
+def measure_contention(model: str, max_tokens: int, ctx_size: int, work: Path) -> dict:
+    """Per wait configuration, a fresh server; per load, one request (its prompt cached first)."""
+    cache = linked_cache(model, work / "llm_cache", progress=True)
+    rows = []
+    saved = {k: os.environ.get(k) for k in ("RESEARCHLOOP_LLM_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    try:
+        for label, policy, spin, threads in WAITS:
+            os.environ["RESEARCHLOOP_LLM_WAIT_POLICY"] = policy
+            if spin:
+                os.environ["GOMP_SPINCOUNT"] = spin
+            else:
+                os.environ.pop("GOMP_SPINCOUNT", None)
+            stop_server(cache)
+            url = ensure_server(model, cache, ctx_size=ctx_size, threads=threads, slots=1, lease=False)
+            try:
+                ask(url, model, 1)
+                for load, n, niceness in LOADS:
+                    procs = busy(n, niceness)
+                    try:
+                        time.sleep(1.0)
+                        r = ask(url, model, max_tokens)
+                    finally:
+                        for p in procs:
+                            p.kill()
+                            p.wait()
+                    tok_s = round(r["answer_tokens"] / r["decode_s"], 2) if r.get("decode_s") else None
+                    row = {"wait": label, "threads": threads, "load": load, "decode_tok_s": tok_s, **r}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+            finally:
+                stop_server(cache)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return {"script": SCRIPT, "date": today(), "machine": machine(), "model": model, "max_tokens": max_tokens,
+            "ctx_size": ctx_size, "busy": BUSY, "rows": rows}
+
+
+def render_contention(rec: dict) -> str:
+    loads = list(dict.fromkeys(r["load"] for r in rec["rows"]))
+    by = {(r["wait"], r["load"]): r for r in rec["rows"]}
+    table = ["| the server's threads wait | " + " | ".join(loads) + " |", "|---" * (1 + len(loads)) + "|"]
+    for wait in dict.fromkeys(r["wait"] for r in rec["rows"]):
+        cells = [f"{by[(wait, ld)]['decode_tok_s']:.1f}" if by.get((wait, ld), {}).get("decode_tok_s") else "-"
+                 for ld in loads]
+        table.append(f"| {wait} | " + " | ".join(cells) + " |")
+    return "\n".join([
+        f"## {CONTENTION_TITLE}", "",
+        provenance(SCRIPT, f"bench/records/{CONTENTION_RECORD}.json", f"{rec['date']} on {rec['machine']}",
+                   "not a sample: one fixed prompt per cell, timed once"), "",
+        (f"Model `{rec['model']}`, one slot, a fresh server per row; decode tokens per second of one request "
+         f"answering exactly {rec['max_tokens']} tokens (its prompt cached), the server's own timing. A busy "
+         "process is a pure-Python loop that keeps one core busy; \"at nice 10\": those processes run at a lower "
+         "priority than the server."), "", *table])
+
+
+def _contention_main(args) -> int:
+    out = RECORDS / f"{CONTENTION_RECORD}.json"
+    if os.environ.get("FROM_RECORD") == "1":
+        rec = json.loads(out.read_text())
+    else:
+        model = args.model or settings().local_model
+        work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_slots_"))
+        rec = measure_contention(model, args.max_tokens, args.ctx_size, work)
+        out.write_text(json.dumps(rec, indent=1) + "\n")
+    body = render_contention(rec)
+    print(body)
+    write_section("slots-contention", body, page_path(RECORD))
+    return 0
+
+
 def _ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x.strip()]
 
@@ -224,9 +321,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", action="store_true", help="requests that begin alike: at once or one after another")
     ap.add_argument("--prefix-slots", type=int, default=2)
     ap.add_argument("--prefix-requests", default="2,3", help="with --prefix: request counts, comma-separated")
+    ap.add_argument("--contention", action="store_true",
+                    help="one request's decode rate beside busy processes, per way the server's threads wait")
     args = ap.parse_args(argv)
     if args.prefix:
         return _prefix_main(args)
+    if args.contention:
+        return _contention_main(args)
     default_out = RECORDS / f"{RECORD}.json"
     out = Path(args.out) if args.out else (None if args.quick else default_out)
     if os.environ.get("FROM_RECORD") == "1":

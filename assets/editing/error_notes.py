@@ -87,6 +87,14 @@ HINTS: list[tuple[re.Pattern, str | Callable[[re.Match], str]]] = [(re.compile(p
      r"(?P<b>\w+)|Input type \((?P<c>[\w.]+)\) and (weight|bias) type \((?P<d>[\w.]+)\) should be the same",
      "Two tensors with different dtypes meet in one operation: the model's weights are float32, so the data "
      "fed to it must be float32 too (convert it with .float() where it is created); class labels stay int64."),
+    (r"Target (?P<t>-?\d+) is out of bounds",
+     "A class index in the targets ({t}) is not below the number of classes the model outputs: the output "
+     "layer needs as many units as there are classes (the largest label + 1), or the labels must be mapped "
+     "to 0 .. classes - 1."),
+    (r"optimizer got an empty parameter list",
+     "The model had no registered parameters when the optimizer was built: layers kept in a plain Python "
+     "list or dict are not registered (use nn.ModuleList / nn.ModuleDict), and layers created after the "
+     "optimizer are not in it (build the model first, then the optimizer on model.parameters())."),
     (r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|no CUDA GPUs are available|"
      r"CUDA driver initialization failed",
      "There is no GPU on this machine: keep the model and the data on the CPU (or pick the device with "
@@ -339,12 +347,18 @@ def name_notes(error: str, frames: list[TraceFrame], workspace: str | Path) -> l
     return notes
 
 
-def error_notes(error: str | None, frames: list[TraceFrame], workspace: str | Path) -> str:
-    """Both kinds of notes as one text for the prompt ("" when there is nothing to add)."""
+def error_notes(error: str | None, frames: list[TraceFrame], workspace: str | Path, values: str = "") -> str:
+    """Both kinds of notes as one text for the prompt ("" when there is nothing to add), then
+    `values`: what the run's locals held where it failed (tracebacks.crash_values), the facts a
+    shape, dtype or count error is about."""
     if not error:
         return ""
     try:
         names = name_notes(error, frames, workspace)
     except RecursionError:  # a definition nested too deep to print (ast.unparse): no names then
         names = []
-    return "\n".join(f"- {n}" for n in explain(error) + names)
+    notes = "\n".join(f"- {n}" for n in explain(error) + names)
+    if values.strip():
+        notes += (("\n" if notes else "") + "- The values the run saw where it failed (innermost frame first):\n"
+                  + values)
+    return notes

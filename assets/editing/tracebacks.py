@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 from resources.safe_io import safe_read_text
+from resources.sandbox.crash_hook.sitecustomize import BEGIN as VALUES_BEGIN
+from resources.sandbox.crash_hook.sitecustomize import END as VALUES_END
 from schemas.records import TraceFrame
 
 SOURCE_BYTES = 2 << 20  # a traceback's source file read by the host, at most
@@ -16,6 +18,7 @@ SOURCE_BYTES = 2 << 20  # a traceback's source file read by the host, at most
 TRACEBACK_CHARS = 20000  # of stderr's end, searched for the last traceback
 MAX_ERROR_CHARS = 2000   # of the error line: its head and its end (where "but got X" sits)
 MAX_FRAMES = 100         # the innermost frames kept of one traceback
+MAX_VALUES_CHARS = 2500  # of the values-at-the-crash block
 CUT = " [...] "
 
 FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
@@ -35,6 +38,19 @@ def last_traceback(stderr: str) -> str:
     stderr = stderr[-TRACEBACK_CHARS:]
     i = stderr.rfind("Traceback (most recent call last):")
     return stderr[i:] if i >= 0 else ""
+
+
+def crash_values(stderr: str) -> str:
+    """The last values-at-the-crash block the sandbox's hook printed before a traceback
+    (resources/sandbox/crash_hook/sitecustomize.py): the frames of the program's own code with
+    their locals' shapes, dtypes and values, without its markers; "" when there is none. The run
+    wrote it, so it is clipped like the error line."""
+    stderr = stderr[-TRACEBACK_CHARS:]
+    end = stderr.rfind(VALUES_END)
+    begin = stderr.rfind(VALUES_BEGIN, 0, end) if end >= 0 else -1
+    if begin < 0 or not stderr[end + len(VALUES_END):].lstrip().startswith("Traceback"):
+        return ""  # a block must come right before its traceback (not a child process's earlier one)
+    return clip(stderr[begin + len(VALUES_BEGIN):end].strip("\n"), MAX_VALUES_CHARS)
 
 
 def error_line(stderr: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assets.editing.error_notes import error_notes
-from assets.editing.tracebacks import error_line, local_structure, own_frames
+from assets.editing.tracebacks import crash_values, error_line, local_structure, own_frames
 from assets.editing.workspace import OUT_DIR, PRED_DIR, remove_hidden
 from assets.shared.verdicts import in_bounds, parse_metrics
 from resources.bounded_json import BadJSON, loads_bounded
@@ -253,4 +253,5 @@ def run_once(spec: TopicSpec | RunTarget, code: str, runner, workdir: Path, atte
                    duration_s=round(res.duration_s, 2), stdout_tail=res.stdout_tail[-2000:],
                    stderr_tail=stderr[-3000:], error=error, frames=frames,
                    local_structure=local_structure(frames, ws, mark=True) if frames else "",
-                   error_notes=error_notes(error, frames, ws) if frames else "", metrics=metrics)
+                   error_notes=error_notes(error, frames, ws, crash_values(stderr)) if frames else "",
+                   metrics=metrics)

@@ -3,6 +3,7 @@ whatever the caller passes, and the host dirs it must not see (hidden) or needs 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +12,9 @@ from resources.settings import settings
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# put first on every sandboxed program's PYTHONPATH (and bound read-only into the sandbox): its
+# sitecustomize prints the values at the crash before a traceback (crash_hook/sitecustomize.py)
+CRASH_HOOK = Path(__file__).resolve().parent / "crash_hook"
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
@@ -43,6 +47,7 @@ def build_env(workdir: Path, python: str, env: dict[str, str] | None = None) -> 
             log.warning("runner: not passing %s to the sandboxed command (looks like a secret)", k)
             continue
         base[str(k)] = str(v)
+    base["PYTHONPATH"] = os.pathsep.join([str(CRASH_HOOK), *filter(None, [base.get("PYTHONPATH", "")])])
     return {k: v for k, v in base.items() if not _is_secret(k)}
 
 

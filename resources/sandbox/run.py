@@ -28,7 +28,7 @@ from typing import Any
 from resources import processes
 from resources.safe_io import read_tail
 from resources.sandbox.bwrap import INSTALL_HINT, bwrap_argv, first_untraversable_ancestor, sandbox_available
-from resources.sandbox.env import build_env, default_hidden_paths, interpreter_roots
+from resources.sandbox.env import CRASH_HOOK, build_env, default_hidden_paths, interpreter_roots
 from resources.sandbox.limits import sweep_uid, tree_memory_bytes, workspace_usage
 from resources.sandbox.result import ProcessResult, append_note, file_size, open_log, out_of_space
 from resources.sandbox.workspace import (
@@ -170,7 +170,7 @@ def run_in_sandbox(command: list[str], workdir: Path, limits: SandboxLimits, *, 
                 anc = first_untraversable_ancestor(p)
                 if anc is not None:
                     hidden.append(anc)
-        argv = bwrap_argv(workdir, env=full_env, hide=hidden, expose=expose, ro_paths=ro_paths,
+        argv = bwrap_argv(workdir, env=full_env, hide=hidden, expose=expose, ro_paths=[*ro_paths, CRASH_HOOK],
                           tmp_bytes=mem_bytes, root_mode=root_mode, bwrap=shutil.which("bwrap") or "bwrap",
                           ws_bytes=bounds.max_bytes, ws_mode=stat.S_IMODE(ws_st.st_mode)) + shim + command
     else:

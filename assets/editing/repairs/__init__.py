@@ -16,13 +16,14 @@ from assets.editing.repairs import (
     moved_import,
     parameter_value,
     shadowed_import,
+    target_dtype,
     task_sibling,
 )
 from assets.editing.repairs.base import Candidate, Failure, Rule
 
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
-    keyword, moved_import, interpreter, closest_name, parameter_value))
+    keyword, moved_import, interpreter, closest_name, parameter_value, target_dtype))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

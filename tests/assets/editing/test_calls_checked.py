@@ -177,3 +177,37 @@ def test_suggested_fix_gives_the_same_results_as_before(case, expected):
     code, error, line, function = case
     s = suggested_fix(code, _failed(error, line, function), "x.py")
     assert (s.rule, s.code, s.sure) == expected if expected else s is None
+
+
+TRAIN_STEP = textwrap.dedent("""\
+    import torch.nn.functional as F
+    def step(model, xb, yb, criterion):
+        out = model(xb)
+        loss = criterion(out, yb)
+        total = F.cross_entropy(model(xb), yb[:, 0] * 1, reduction="sum").item()
+        return loss, total
+""")
+
+
+@pytest.mark.parametrize("line, error, changed", [
+    (4, "RuntimeError: expected target dtype to be Long or Byte, but got Float", "loss = criterion(out, yb.long())"),
+    (5, "RuntimeError: expected scalar type Long but found Double",
+     'total = F.cross_entropy(model(xb), (yb[:, 0] * 1).long(), reduction="sum").item()'),
+    (4, "RuntimeError: \"nll_loss_forward_reduce_cuda_kernel_2d_index\" not implemented for 'Float'",
+     "loss = criterion(out, yb.long())"),
+])
+def test_float_class_targets_of_a_loss_are_made_long(line, error, changed):
+    s = suggested_fix(TRAIN_STEP, _failed(error, line, "step"), "x.py")
+    assert s is not None and s.rule == "target_dtype" and s.sure
+    assert changed in s.code and s.code.count(".long()") == 1
+
+
+def test_the_target_rule_leaves_other_dtype_errors_and_unclear_lines_alone():
+    assert suggested_fix(TRAIN_STEP, _failed("RuntimeError: expected scalar type Float but found Double", 4, "step"),
+                         "x.py") is None
+    # the failing line has no call with two arguments (the error came from elsewhere)
+    assert suggested_fix(TRAIN_STEP, _failed("RuntimeError: expected target dtype to be Long or Byte, but got Float",
+                                             3, "step"), "x.py") is None
+    done = TRAIN_STEP.replace("criterion(out, yb)", "criterion(out, yb.long())")
+    assert suggested_fix(done, _failed("RuntimeError: expected target dtype to be Long or Byte, but got Float", 4,
+                                       "step"), "x.py") is None
