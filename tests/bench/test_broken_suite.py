@@ -8,7 +8,7 @@ import json
 import pytest
 
 from assets.editing.honesty import honesty_problems
-from bench.broken_suite import SUITES, SuiteError, load_suite, reference
+from bench.broken_suite import SCRIPT_SUITES, SUITES, SuiteError, load_script_suite, load_suite, reference
 from resources.paths import REPO_ROOT
 
 REFERENCES = {s: reference(s) for s in SUITES}
@@ -76,3 +76,49 @@ def test_variant_fails_its_dry_run(suite, variant, tmp_path):
     a = run_once(RunTarget.of_topic(spec, "check"), variant["code"], Runner(), tmp_path, 1)
     assert a.exit_code not in (0, None) and a.error and not a.timed_out
     assert a.frames and a.frames[0].file == "experiment.py"
+
+
+# -- suites of standalone scripts, for `researchloop debug` (bench/debug_bench.py) -------------------
+
+SCRIPT_VARIANTS = {s: load_script_suite(s) for s in SCRIPT_SUITES}
+# the in-sample suite's first variant runs in `make test`; the others in `make test-all`
+SCRIPT_RUNS = [pytest.param(s, v, id=f"{s}-{v['name']}",
+                            marks=() if (s, i) == ("scripts_dev", 0) else pytest.mark.extended)
+               for s in SCRIPT_SUITES for i, v in enumerate(SCRIPT_VARIANTS[s])]
+
+
+@pytest.mark.parametrize("suite", SCRIPT_SUITES)
+def test_a_script_suite_has_ten_one_bug_variants_of_bases_that_print_their_result(suite):
+    variants = SCRIPT_VARIANTS[suite]
+    assert len(variants) == 10 and len({v["name"] for v in variants}) == 10
+    for v in variants:
+        assert v["code"] != v["base_code"] and v["kind"] and v["bug"]
+        assert "RESULT " in v["base_code"]
+    assert len({v["base"] for v in variants}) >= 3  # spread over several scripts
+
+
+def test_a_script_variant_whose_edit_no_longer_fits_is_named(tmp_path, monkeypatch):
+    import bench.broken_suite as bs
+
+    (tmp_path / "bench" / "broken" / "s" / "bases").mkdir(parents=True)
+    (tmp_path / "bench" / "broken" / "s" / "bases" / "a.py").write_text("x = 1\nprint('RESULT r=1')\n")
+    (tmp_path / "bench" / "broken" / "s" / "manifest.jsonl").write_text(
+        json.dumps({"name": "gone", "base": "a.py", "kind": "k", "bug": "b", "old": "y = 2", "new": "y = 3"}) + "\n")
+    monkeypatch.setattr(bs, "ROOT", tmp_path)
+    with pytest.raises(SuiteError, match="variant gone: its `old` text occurs 0 times in s/bases/a.py"):
+        bs.load_script_suite("s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite, variant", SCRIPT_RUNS)
+def test_a_script_variant_crashes_and_says_what_it_held(suite, variant, tmp_path):
+    from assets.editing.tracebacks import crash_values, error_line
+    from bench.debug_bench import run_script
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / variant["base"]).write_text(variant["code"])
+    r = run_script(ws, variant["base"], timeout_s=300)
+    assert r["exit_code"] not in (0, None) and r["result"] is None
+    stderr = next(tmp_path.glob("logs/*.stderr.log")).read_text()
+    assert error_line(stderr) and crash_values(stderr).startswith(f"  {variant['base']}:")
