@@ -30,6 +30,11 @@ the server's threads can wait (OpenMP's wait policy and spin count, and the thre
 beside one and two busy processes, and beside two busy processes at a lower priority (`nice`), as a
 loop's experiments and step processes compete with its server (record
 bench/records/slots_contention.json, section "slots-contention").
+
+`--threads-split`: the server reads prompts with all its threads and may decode answers with fewer
+(RESEARCHLOOP_LLM_DECODE_THREADS); per split, idle and beside one busy process, the reading rate of
+an unseen prompt, one request's decode rate and (idle) two requests' aggregate (record
+bench/records/slots_threads.json, section "slots-threads").
 """
 from __future__ import annotations
 
@@ -233,10 +238,12 @@ def measure_contention(model: str, max_tokens: int, ctx_size: int, work: Path) -
     """Per wait configuration, a fresh server; per load, one request (its prompt cached first)."""
     cache = linked_cache(model, work / "llm_cache", progress=True)
     rows = []
-    saved = {k: os.environ.get(k) for k in ("RESEARCHLOOP_LLM_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    saved = {k: os.environ.get(k) for k in ("RESEARCHLOOP_LLM_WAIT_POLICY", "GOMP_SPINCOUNT",
+                                            "RESEARCHLOOP_LLM_DECODE_THREADS")}
     try:
         for label, policy, spin, threads in WAITS:
             os.environ["RESEARCHLOOP_LLM_WAIT_POLICY"] = policy
+            os.environ["RESEARCHLOOP_LLM_DECODE_THREADS"] = str(threads)  # every thread decodes
             if spin:
                 os.environ["GOMP_SPINCOUNT"] = spin
             else:
@@ -303,6 +310,89 @@ def _contention_main(args) -> int:
     return 0
 
 
+SPLIT_RECORD = "slots_threads"
+SPLIT_TITLE = "Slots: threads for prompts and for answers, idle and beside a busy process"
+SPLITS = [(2, 2), (2, 1), (1, 1)]  # (threads: prompts, decode threads: answers)
+SPLIT_LOADS = [("idle", 0), ("1 busy process", 1)]
+
+
+def _reading(url: str, model: str, tag: str, text: str) -> dict:
+    """A prompt the server has not seen (its first line differs per call), answered with one token:
+    the server's prompt-reading rate."""
+    r = post(url, {"model": model, "max_tokens": 1, "temperature": 0,
+                   "messages": [{"role": "user", "content": f"[{tag}]\n{text}\nSay ok."}]})
+    read = r.get("prompt_tokens", 0) - r.get("cached_tokens", 0)
+    return {"prompt_read_tokens": read, "prompt_s": r.get("prompt_s"),
+            "prompt_tok_s": round(read / r["prompt_s"], 1) if r.get("prompt_s") else None}
+
+
+def measure_split(model: str, max_tokens: int, ctx_size: int, work: Path) -> dict:
+    """Per (threads, decode threads), a fresh 2-slot server; per load, the reading rate of an unseen
+    prompt and one request's decode rate; idle, also two requests at once (aggregate decode rate)."""
+    cache = linked_cache(model, work / "llm_cache", progress=True)
+    text = (Path(__file__).resolve().parents[1] / PREFIX_CODE).read_text()[:1200]
+    rows = []
+    for threads, decode in SPLITS:
+        stop_server(cache)
+        os.environ["RESEARCHLOOP_LLM_DECODE_THREADS"] = str(decode)
+        try:
+            url = ensure_server(model, cache, ctx_size=ctx_size, threads=threads, slots=2, lease=False)
+            ask(url, model, 1)
+            for load, n in SPLIT_LOADS:
+                procs = busy(n, 0)
+                try:
+                    time.sleep(1.0)
+                    reading = _reading(url, model, f"{threads}-{decode}-{load}", text)
+                    r = ask(url, model, max_tokens)
+                    two = batch(url, model, 2, max_tokens) if n == 0 else None
+                finally:
+                    for p in procs:
+                        p.kill()
+                        p.wait()
+                row = {"threads": threads, "decode_threads": decode, "load": load, **reading,
+                       "decode_tok_s": round(r["answer_tokens"] / r["decode_s"], 2) if r.get("decode_s") else None,
+                       "two_at_once_tok_s": summarise(2, 2, two)["aggregate_tok_s"] if two else None, "raw": r}
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "raw"}), flush=True)
+        finally:
+            stop_server(cache)
+            os.environ.pop("RESEARCHLOOP_LLM_DECODE_THREADS", None)
+    return {"script": SCRIPT, "date": today(), "machine": machine(), "model": model, "max_tokens": max_tokens,
+            "ctx_size": ctx_size, "busy": BUSY, "rows": rows}
+
+
+def render_split(rec: dict) -> str:
+    table = ["| threads: prompts / answers | load | prompt reading tok/s | decode tok/s, one request | "
+             "decode tok/s, two requests at once |", "|---" * 5 + "|"]
+    for r in rec["rows"]:
+        two = f"{r['two_at_once_tok_s']:.1f}" if r.get("two_at_once_tok_s") else "-"
+        table.append(f"| {r['threads']} / {r['decode_threads']} | {r['load']} | {r['prompt_tok_s'] or 0:.1f} | "
+                     f"{r['decode_tok_s'] or 0:.1f} | {two} |")
+    return "\n".join([
+        f"## {SPLIT_TITLE}", "",
+        provenance(SCRIPT, f"bench/records/{SPLIT_RECORD}.json", f"{rec['date']} on {rec['machine']}",
+                   "not a sample: fixed prompts, timed once"), "",
+        (f"Model `{rec['model']}`, 2 slots, a fresh server per thread split (RESEARCHLOOP_LLM_DECODE_THREADS). "
+         "Prompt reading: an unseen prompt of a few hundred tokens answered with one token; decode: a cached "
+         f"prompt answered with exactly {rec['max_tokens']} tokens; a busy process is a pure-Python loop."),
+        "", *table])
+
+
+def _split_main(args) -> int:
+    out = RECORDS / f"{SPLIT_RECORD}.json"
+    if os.environ.get("FROM_RECORD") == "1":
+        rec = json.loads(out.read_text())
+    else:
+        model = args.model or settings().local_model
+        work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_slots_"))
+        rec = measure_split(model, args.max_tokens, args.ctx_size, work)
+        out.write_text(json.dumps(rec, indent=1) + "\n")
+    body = render_split(rec)
+    print(body)
+    write_section("slots-threads", body, page_path(RECORD))
+    return 0
+
+
 def _ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x.strip()]
 
@@ -323,7 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix-requests", default="2,3", help="with --prefix: request counts, comma-separated")
     ap.add_argument("--contention", action="store_true",
                     help="one request's decode rate beside busy processes, per way the server's threads wait")
+    ap.add_argument("--threads-split", action="store_true",
+                    help="prompt reading and decode rates per split of threads between prompts and answers")
     args = ap.parse_args(argv)
+    if args.threads_split:
+        return _split_main(args)
     if args.prefix:
         return _prefix_main(args)
     if args.contention:

@@ -47,6 +47,11 @@ class Settings(BaseSettings):
                        "live; empty: ~/.cache/researchloop")
     llm_wait_policy: str = Field("", description="RESEARCHLOOP_LLM_WAIT_POLICY: OMP_WAIT_POLICY of the local "
                                  "server (ACTIVE | PASSIVE); empty: ACTIVE with a bounded spin count")
+    # one thread decodes: llama.cpp's threads meet at spinning barriers, so beside any other busy process
+    # (an experiment, a step starting, another loop) a two-thread decode collapses, where one thread keeps
+    # its pace; prompts, read in batches, keep all threads (bench/results/slots.md)
+    llm_decode_threads: int = Field(1, ge=0, description="RESEARCHLOOP_LLM_DECODE_THREADS: threads the local "
+                                    "server decodes answers with (prompts are read with all its threads); 0: all")
     llm_speculative: str = Field("", description="RESEARCHLOOP_LLM_SPECULATIVE: the local server's "
                                  "speculative decoding (none | ngram_simple | ngram_mod | ngram_map_k); empty: the "
                                  "default (resources/local_llm/server.py DEFAULT_SPECULATIVE)")

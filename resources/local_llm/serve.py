@@ -19,6 +19,7 @@ def serve(
     parallel: int = 1,
     cache_ram_mib: int = 2048,
     speculative: str = "none",
+    decode_threads: int = 0,
 ) -> None:
     """Run the xllamacpp server in the foreground until SIGTERM/SIGINT."""
     os.environ.setdefault("OMP_WAIT_POLICY", _OMP_WAIT_POLICY)  # before libgomp loads
@@ -29,8 +30,8 @@ def serve(
     params.model.path = str(model)
     params.n_ctx = ctx_size
     params.n_parallel = parallel
-    params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
+    params.cpuparams.n_threads = decode_threads or threads  # answers, one token at a time
+    params.cpuparams_batch.n_threads = threads  # prompts, read in batches
     params.hostnames = ["127.0.0.1"]
     params.port = port
     params.cache_prompt = True  # reuse the KV cache of a shared prompt prefix
@@ -56,7 +57,8 @@ def serve(
     server = xlc.Server(params)
     print(
         f"[local_llm] serving {model} at {server.listening_address} "
-        f"(ctx={ctx_size}, threads={threads}, parallel={parallel}, speculative={speculative}, "
+        f"(ctx={ctx_size}, threads={threads}, decode threads={decode_threads or threads}, parallel={parallel}, "
+        f"speculative={speculative}, "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}) "
         f"loaded in {time.monotonic() - t0:.1f}s",
         flush=True,

@@ -217,14 +217,21 @@ def slot_count(slots: int | None = None) -> int:
     return n
 
 
+def decode_thread_count(threads: int, decode_threads: int | None = None) -> int:
+    """Threads the server decodes with: `decode_threads`, else RESEARCHLOOP_LLM_DECODE_THREADS, at
+    most `threads` (0: all of them). Prompts are always read with all `threads`."""
+    n = decode_threads if decode_threads is not None else settings().llm_decode_threads
+    return threads if n <= 0 else min(n, threads)
+
+
 def _server_cmd(model_path: Path, port: int, ctx_size: int, threads: int, alias: str,
-                speculative: str = "none", slots: int = 1) -> list[str]:
+                speculative: str = "none", slots: int = 1, decode_threads: int | None = None) -> list[str]:
     """The launcher's command line; `ctx_size` is one slot's window (the server gets `server_ctx`)."""
     return [
         sys.executable, "-m", "resources.local_llm", "serve",
         "--model", str(model_path), "--port", str(port),
         "--ctx-size", str(server_ctx(ctx_size, slots)), "--threads", str(threads), "--alias", alias,
-        "--parallel", str(slots),
+        "--parallel", str(slots), "--decode-threads", str(decode_thread_count(threads, decode_threads)),
     ] + (["--speculative", speculative] if speculative != "none" else [])
 
 
@@ -249,7 +256,7 @@ PORT_TRIES = 3  # a port taken between picking and binding is replaced this many
 
 def _start_locked(
     cache: Path, name: str, model_path: Path, ctx_size: int, threads: int, timeout: float,
-    speculative: str = "none", slots: int = 1,
+    speculative: str = "none", slots: int = 1, decode_threads: int | None = None,
 ) -> dict:
     log_path = cache / _LOG
     env = dict(os.environ)
@@ -268,7 +275,8 @@ def _start_locked(
     t0 = time.monotonic()
     for port_try in range(1, PORT_TRIES + 1):
         port = _free_port()
-        cmd = _server_cmd(model_path, port, ctx_size, threads, name, speculative, slots=slots)
+        cmd = _server_cmd(model_path, port, ctx_size, threads, name, speculative, slots=slots,
+                          decode_threads=decode_threads)
         with open(log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
             log.flush()
@@ -319,6 +327,7 @@ def _start_locked(
         "slots": slots,
         "server_ctx": server_ctx(ctx_size, slots),
         "threads": threads,
+        "decode_threads": decode_thread_count(threads, decode_threads),
         "speculative": speculative,
         "log": str(log_path),
         "started_at": time.time(),
@@ -343,12 +352,14 @@ def ensure_server(
 
     ``ctx_size`` is each request's window; the server decodes ``slots`` requests at once (default
     RESEARCHLOOP_LLM_SLOTS) with ``ctx_size`` tokens each. Reuses the server recorded in
-    ``<cache>/server.json`` only if it serves the same model/ctx/slots/threads/speculative decoding
+    ``<cache>/server.json`` only if it serves the same model/ctx/slots/threads/decode threads
+    (RESEARCHLOOP_LLM_DECODE_THREADS)/speculative decoding
     and passes every identity check (:func:`is_ours`); otherwise stops it (only if it is our
     launcher) and starts a new one.
     """
     speculative = speculative_kind(speculative)
     slots = slot_count(slots)
+    decode_threads = decode_thread_count(threads)
     cache = cache_path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     model_path = assemble_model(name, cache, progress=progress)
@@ -360,6 +371,7 @@ def ensure_server(
                 state.get("model_path") == str(model_path)
                 and state.get("ctx_size") == ctx_size
                 and state.get("threads") == threads
+                and state.get("decode_threads", state.get("threads")) == decode_threads
                 and state.get("slots", 1) == slots  # a state from before slots: one slot
                 and state.get("speculative", "none") == speculative
             )
@@ -375,7 +387,8 @@ def ensure_server(
             if url is None:
                 _stop_locked(cache)
         if url is None:
-            state = _start_locked(cache, name, model_path, ctx_size, threads, timeout, speculative, slots)
+            state = _start_locked(cache, name, model_path, ctx_size, threads, timeout, speculative, slots,
+                                  decode_threads)
             _write_state(cache, state)
             url = state["base_url"]
         if lease:

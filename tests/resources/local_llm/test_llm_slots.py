@@ -54,6 +54,15 @@ def test_slot_count_comes_from_the_setting(monkeypatch):
         ll.slot_count(0)
 
 
+def test_answers_are_decoded_with_the_decode_threads_prompts_read_with_all(monkeypatch):
+    monkeypatch.delenv("RESEARCHLOOP_LLM_DECODE_THREADS", raising=False)  # the default: one decode thread
+    cmd = llserver._server_cmd(Path("/m/x.gguf"), 4321, 4096, 2, "x")
+    assert llserver._has_arg(cmd, "--threads", "2") and llserver._has_arg(cmd, "--decode-threads", "1")
+    monkeypatch.setenv("RESEARCHLOOP_LLM_DECODE_THREADS", "0")  # all of them
+    assert llserver._has_arg(llserver._server_cmd(Path("/m/x.gguf"), 4321, 4096, 2, "x"), "--decode-threads", "2")
+    assert llserver.decode_thread_count(4, 8) == 4 and llserver.decode_thread_count(4, 0) == 4
+
+
 @pytest.fixture
 def fake_server(tmp_path, monkeypatch):
     """ensure_server runs tests/support/fake_llama_server.py with the real launcher's own arguments
@@ -96,6 +105,19 @@ def test_a_server_with_another_slot_count_is_restarted(fake_server, monkeypatch)
     new = json.loads((fake_server / "server.json").read_text())
     assert new["slots"] == 1 and new["server_ctx"] == 256 and new["pid"] != state["pid"]
     assert not llserver._pid_alive(state["pid"])
+
+
+def test_a_server_with_other_decode_threads_is_restarted(fake_server, monkeypatch):
+    monkeypatch.setenv("RESEARCHLOOP_LLM_DECODE_THREADS", "1")
+    ll.ensure_server("fake", fake_server, ctx_size=256, threads=2, timeout=60, lease=False, slots=1)
+    state = json.loads((fake_server / "server.json").read_text())
+    assert state["decode_threads"] == 1 and llserver._has_arg(_cmdline(state["pid"]), "--decode-threads", "1")
+    ll.ensure_server("fake", fake_server, ctx_size=256, threads=2, timeout=60, lease=False, slots=1)
+    assert json.loads((fake_server / "server.json").read_text())["pid"] == state["pid"]
+    monkeypatch.setenv("RESEARCHLOOP_LLM_DECODE_THREADS", "2")
+    ll.ensure_server("fake", fake_server, ctx_size=256, threads=2, timeout=60, lease=False, slots=1)
+    new = json.loads((fake_server / "server.json").read_text())
+    assert new["decode_threads"] == 2 and new["pid"] != state["pid"]
 
 
 def test_a_state_from_before_slots_reads_as_one_slot(fake_server):
