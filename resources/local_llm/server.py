@@ -29,10 +29,11 @@ _STATE = "server.json"
 _LOCK = "server.lock"
 _LOG = "server.log"
 _CHILDREN: dict[int, subprocess.Popen] = {}  # servers this process started (to reap)
-# llama.cpp's CPU wheel uses OpenMP. Unbounded spinning makes decode collapse to <1 tok/s as
-# soon as anything else competes for the 2 cores (measured 0.4-0.7 vs ~14 tok/s with PASSIVE,
-# 0.5B model) and burns the cores while idle; a bounded spin count keeps most of ACTIVE's speed
-# without the idle burn (see _start_locked). RESEARCHLOOP_LLM_WAIT_POLICY=PASSIVE overrides.
+# llama.cpp's CPU wheel uses OpenMP. Unbounded spinning burns the cores while the server idles; a
+# bounded spin count keeps ACTIVE's speed without that (RESEARCHLOOP_LLM_WAIT_POLICY overrides). What
+# keeps decoding fast beside other busy processes is not the wait policy but one decode thread
+# (RESEARCHLOOP_LLM_DECODE_THREADS): ggml's threads also meet at spinning barriers of their own
+# (bench/results/slots.md, "decode beside busy processes").
 _OMP_WAIT_POLICY = "ACTIVE"
 _GOMP_SPINCOUNT = "20000000"
 
@@ -263,10 +264,8 @@ def _start_locked(
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
     )
-    # Measured on 2 cores (1.5B): PASSIVE decodes 7.7 tok/s; ACTIVE 11-12 tok/s but spins at
-    # ~130% CPU while idle, starving the experiments; ACTIVE with a bounded spin count
-    # (GOMP_SPINCOUNT) decodes 10.5 tok/s and idles at ~0% CPU. RESEARCHLOOP_LLM_WAIT_POLICY
-    # overrides the policy (PASSIVE is the safe choice on a machine shared with other work).
+    # ACTIVE with a bounded spin count (GOMP_SPINCOUNT): unbounded ACTIVE spins while idle, starving
+    # the experiments. RESEARCHLOOP_LLM_WAIT_POLICY overrides the policy.
     env["OMP_WAIT_POLICY"] = settings().llm_wait_policy or _OMP_WAIT_POLICY
     env.setdefault("GOMP_SPINCOUNT", _GOMP_SPINCOUNT)
     with contextlib.suppress(OSError):  # keep the request log bounded
