@@ -13,6 +13,7 @@ from assets.editing.repairs import (
     keyword,
     missing_folder,
     missing_import,
+    module_list,
     moved_import,
     parameter_value,
     shadowed_import,
@@ -23,7 +24,7 @@ from assets.editing.repairs.base import Candidate, Failure, Rule
 
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
-    keyword, moved_import, interpreter, closest_name, parameter_value, target_dtype))
+    keyword, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

@@ -211,3 +211,38 @@ def test_the_target_rule_leaves_other_dtype_errors_and_unclear_lines_alone():
     done = TRAIN_STEP.replace("criterion(out, yb)", "criterion(out, yb.long())")
     assert suggested_fix(done, _failed("RuntimeError: expected target dtype to be Long or Byte, but got Float", 4,
                                        "step"), "x.py") is None
+
+
+LAYERS = textwrap.dedent("""\
+    import torch
+    from torch import nn
+    class Net(nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.layers = [nn.Linear(a, b)
+                           for a, b in zip(dims[:-1], dims[1:])]
+            self.heads = {"a": nn.Linear(2, 1)}
+            self.sizes = [1, 2]
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+    model = Net([4, 3, 2])
+    opt = torch.optim.Adam(model.parameters())
+""")
+
+
+def test_layers_kept_in_a_plain_list_are_registered_when_the_optimizer_gets_none():
+    s = suggested_fix(LAYERS, _failed("ValueError: optimizer got an empty parameter list", 15), "x.py")
+    assert s is not None and s.rule == "module_list" and s.sure
+    assert "self.layers = nn.ModuleList([nn.Linear(a, b)\n" in s.code
+    assert "for a, b in zip(dims[:-1], dims[1:])])\n" in s.code
+    assert 'self.heads = nn.ModuleDict({"a": nn.Linear(2, 1)})' in s.code
+    assert "self.sizes = [1, 2]" in s.code  # not layers: left as it is
+    namespace: dict = {}
+    exec(compile(s.code, "x.py", "exec"), namespace)  # the optimizer now gets the parameters
+    assert len(list(namespace["model"].parameters())) == 6
+    # the message, but no list of layers on a module: no suggestion
+    plain = LAYERS.replace("self.layers = [nn.Linear(a, b)\n", "self.layers = nn.ModuleList([nn.Linear(a, b)\n")
+    plain = plain.replace("dims[1:])]\n", "dims[1:])])\n").replace('{"a": nn.Linear(2, 1)}', "None")
+    assert suggested_fix(plain, _failed("ValueError: optimizer got an empty parameter list", 15), "x.py") is None
