@@ -19,7 +19,7 @@ import sys
 BEGIN = "[values at the crash: innermost frames of the program's own code]"
 END = "[end of values at the crash]"
 MAX_FRAMES = 3
-MAX_NAMES = 14
+MAX_NAMES = 16
 MAX_LINE = 160
 MAX_STATS_ELEMENTS = 10_000_000  # min/max are computed only below this size
 
@@ -79,12 +79,19 @@ def _module(v):
     parts = []
     try:
         for name, child in list(v.named_children())[:8]:
-            text = repr(child).replace("in_features=", "in=").replace("out_features=", "out=")
-            parts.append(f"{name}={_clip(text.replace(', bias=True', ''), 60)}")
+            parts.append(f"{name}={_clip(_compact(child), 60)}")
     except Exception:
         pass
-    inner = f"; layers: {', '.join(parts)}" if parts else "; no layers registered"
-    return f"{type(v).__name__} (torch module), {n} parameters{inner}"
+    if parts:
+        return f"{type(v).__name__} (torch module), {n} parameters; layers: {', '.join(parts)}"
+    if (type(v).__module__ or "").startswith("torch"):  # a library layer or loss: its own repr says it
+        return f"{_clip(_compact(v), 80)} (torch module), {n} parameters"
+    return f"{type(v).__name__} (torch module), {n} parameters; no layers registered"
+
+
+def _compact(module):
+    text = repr(module).replace("in_features=", "in=").replace("out_features=", "out=")
+    return text.replace(", bias=True", "")
 
 
 def _optimizer(v):
@@ -122,14 +129,14 @@ def describe(v):
         return f"pandas DataFrame, shape {list(v.shape)}, columns {cols}{more}"
     if top == "pandas" and name == "Series":
         return f"pandas Series {v.name!r}, length {len(v)}, {v.dtype}"
-    if top == "sklearn" or (top not in ("builtins", "__main__") and hasattr(v, "get_params") and hasattr(v, "fit")):
+    if hasattr(v, "get_params") and hasattr(v, "fit"):
         return "scikit-learn " + _clip(repr(v), 120)
     if isinstance(v, (bool, int, float, complex, type(None))):
         return repr(v)
     if isinstance(v, (str, bytes)):
         return _clip(repr(v), 100)
     if isinstance(v, (list, tuple, set, frozenset, dict)):
-        kind = type(v).__name__
+        kind = type(v).__name__ if type(v).__module__ == "builtins" else f"{type(v).__name__} ({type(v).__bases__[0].__name__})"
         if not v:
             return f"empty {kind}"
         first = next(iter(v.values() if isinstance(v, dict) else v))
@@ -141,13 +148,7 @@ def describe(v):
     return _clip(f"{type(v).__name__} object")
 
 
-def _line_names(filename, lineno):
-    try:
-        import linecache
-
-        line = linecache.getline(filename, lineno)
-    except Exception:
-        return []
+def _identifiers(line):
     names, word = [], ""
     for ch in line + " ":
         if ch.isalnum() or ch == "_":
@@ -156,6 +157,40 @@ def _line_names(filename, lineno):
             if word and not word[0].isdigit() and word not in names:
                 names.append(word)
             word = ""
+    return names
+
+
+def _assigns(line, name):
+    """Does `line` assign `name` (`name = ...`, `self.name = ...`, `name: T = ...`, `a, name = ...`)?"""
+    head, eq, rest = line.partition("=")
+    if not eq or rest.startswith("=") or head.rstrip().endswith(("!", "<", ">", "=")):
+        return False
+    return name in _identifiers(head.split(":")[0]) and "(" not in head
+
+
+def _line_names(filename, lineno, hops=2):
+    """The names of the failing line, then those of the lines that last assigned them above it
+    (`logits = model(x)` -> model, x; `model = Net(N_CLASSES)` -> N_CLASSES), `hops` deep: the
+    values a wrong shape or count comes from."""
+    try:
+        import linecache
+
+        lines = linecache.getlines(filename)
+    except Exception:
+        return []
+    if not 1 <= lineno <= len(lines):
+        return []
+    names = _identifiers(lines[lineno - 1])
+    frontier = list(names)
+    for _ in range(hops):
+        found = []
+        for name in frontier:
+            for i in range(lineno - 2, -1, -1):
+                if _assigns(lines[i], name):
+                    found += [n for n in _identifiers(lines[i]) if n not in names and n not in found]
+                    break
+        names += found
+        frontier = found
     return names
 
 

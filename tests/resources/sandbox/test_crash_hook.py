@@ -118,3 +118,22 @@ def test_a_sandboxed_crash_carries_its_values(tmp_path: Path):
     assert r.exit_code == 1
     stderr = Path(r.stderr_path).read_text()
     assert "labels = numpy array, shape [4], int64, min 0, max 3" in crash_values(stderr)
+
+
+def test_the_values_a_failing_line_was_built_from_come_next(tmp_path: Path):
+    body = """
+        from sklearn.datasets import load_iris
+        data = load_iris()
+        A = B = C = D = E = F = G = H = I = J = K = L = M = O = P = Q = R = 0
+        N_BINS = 3
+        def build(n):
+            return [0] * n
+        counts = build(N_BINS)
+        label = int(data.target.max()) + 1
+        total = counts[label]
+    """
+    values = crash_values(_run(tmp_path, body, str(CRASH_HOOK)).stderr)
+    names = [line.split(" = ")[0].strip() for line in values.splitlines()[1:]]
+    # the failing line's names, then what `counts` was built from (two hops reach data)
+    assert names[:4] == ["counts", "label", "N_BINS", "data"], values  # total: not bound yet
+    assert "data = Bunch (dict) of 8; first value" in values  # a dict subclass, not its repr
