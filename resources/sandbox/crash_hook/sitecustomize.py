@@ -136,7 +136,9 @@ def describe(v):
     if isinstance(v, (str, bytes)):
         return _clip(repr(v), 100)
     if isinstance(v, (list, tuple, set, frozenset, dict)):
-        kind = type(v).__name__ if type(v).__module__ == "builtins" else f"{type(v).__name__} ({type(v).__bases__[0].__name__})"
+        kind = type(v).__name__
+        if type(v).__module__ != "builtins":  # a subclass: named with the container it is
+            kind += f" ({type(v).__bases__[0].__name__})"
         if not v:
             return f"empty {kind}"
         first = next(iter(v.values() if isinstance(v, dict) else v))
