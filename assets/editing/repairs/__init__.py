@@ -7,6 +7,7 @@ a library provides goes before a close defined name, a rename before a guessed v
 from __future__ import annotations
 
 from assets.editing.repairs import (
+    class_count,
     closest_name,
     forgotten_import,
     interpreter,
@@ -24,7 +25,8 @@ from assets.editing.repairs.base import Candidate, Failure, Rule
 
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
-    keyword, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list))
+    keyword, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list,
+    class_count))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

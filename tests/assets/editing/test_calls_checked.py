@@ -246,3 +246,27 @@ def test_layers_kept_in_a_plain_list_are_registered_when_the_optimizer_gets_none
     plain = LAYERS.replace("self.layers = [nn.Linear(a, b)\n", "self.layers = nn.ModuleList([nn.Linear(a, b)\n")
     plain = plain.replace("dims[1:])]\n", "dims[1:])])\n").replace('{"a": nn.Linear(2, 1)}', "None")
     assert suggested_fix(plain, _failed("ValueError: optimizer got an empty parameter list", 15), "x.py") is None
+
+
+COUNTS = textwrap.dedent("""\
+    import numpy as np
+    y_all = np.arange(10)
+    NUM_CLASSES = int(y_all.max())
+    HIDDEN = 9
+    model = make(64, NUM_CLASSES)
+    loss = criterion(model(x), y)
+""")
+VALUES = ("- The values the run saw where it failed (innermost frame first):\n  x.py:6 in <module>\n"
+          "    model = Net (torch module), 585 parameters; layers: fc=Linear(in=64, out=9)\n"
+          "    NUM_CLASSES = 9\n    HIDDEN = 9\n")
+
+
+def test_a_class_count_one_short_is_guessed_one_more_from_the_values_at_the_crash():
+    failed = _failed("IndexError: Target 9 is out of bounds.", 6).model_copy(update={"error_notes": VALUES})
+    s = suggested_fix(COUNTS, failed, "x.py")
+    assert s is not None and s.rule == "class_count" and not s.sure
+    assert "NUM_CLASSES = int(y_all.max()) + 1\n" in s.code and "HIDDEN = 9\n" in s.code
+    # without the values there is nothing to go on
+    assert suggested_fix(COUNTS, _failed("IndexError: Target 9 is out of bounds.", 6), "x.py") is None
+    literal = COUNTS.replace("int(y_all.max())", "9")
+    assert "NUM_CLASSES = 10\n" in suggested_fix(literal, failed, "x.py").code

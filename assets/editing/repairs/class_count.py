@@ -1,0 +1,52 @@
+"""A class count one short ("Target 9 is out of bounds": a label equals the number of classes the
+model outputs): the name that held that count where the run failed (read from the values at the
+crash, tracebacks.crash_values) is assigned one more. A guess, never sure: the labels could as
+well be the thing to change, so the LLM's fix runs first."""
+from __future__ import annotations
+
+import ast
+import re
+
+from assets.editing.repairs.base import Candidate, Failure, Rule
+
+OUT_OF_BOUNDS = re.compile(r"Target (?P<t>\d+) is out of bounds")
+INT_VALUE = re.compile(r"^\s{4}(?P<name>[A-Za-z_]\w*) = (?P<v>-?\d+)$", re.M)
+
+
+def one_more(code: str, values: str, target: int) -> tuple[str, str] | None:
+    """The code with the first name the values show holding `target` (the innermost frame's first)
+    assigned one more at its last plain assignment; None when no such name is assigned in the code."""
+    names = [m["name"] for m in INT_VALUE.finditer(values) if int(m["v"]) == target]
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for name in dict.fromkeys(names):
+        assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                   and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
+        if not assigns:
+            continue
+        node = max(assigns, key=lambda n: n.lineno)
+        v = node.value
+        if v.lineno != v.end_lineno or v.end_col_offset is None:
+            continue
+        old = ast.unparse(v)
+        new = str(target + 1) if isinstance(v, ast.Constant) else f"{old} + 1"
+        lines = code.splitlines(keepends=True)
+        raw = lines[v.lineno - 1].encode()
+        lines[v.lineno - 1] = (raw[:v.col_offset] + new.encode() + raw[v.end_col_offset:]).decode()
+        return "".join(lines), (f"line {v.lineno}: {name} = {old} -> {new} (the run had {name} = {target} and a "
+                                f"label {target}: a class count is the largest label + 1)")
+    return None
+
+
+def apply(f: Failure) -> Candidate | None:
+    m = OUT_OF_BOUNDS.search(f.error)
+    if m is None or not f.failed.error_notes:
+        return None
+    found = one_more(f.code, f.failed.error_notes, int(m["t"]))
+    return Candidate(*found, sure=False) if found is not None else None
+
+
+RULE = Rule("class_count", "a label out of bounds of the classes: the count that equals it, one more (a guess)",
+            apply)
