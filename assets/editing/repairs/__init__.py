@@ -10,6 +10,7 @@ from assets.editing.repairs import (
     class_count,
     closest_name,
     forgotten_import,
+    input_dtype,
     interpreter,
     keyword,
     missing_folder,
@@ -26,7 +27,7 @@ from assets.editing.repairs.base import Candidate, Failure, Rule
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
     keyword, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list,
-    class_count))
+    input_dtype, class_count))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

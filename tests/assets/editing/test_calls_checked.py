@@ -270,3 +270,32 @@ def test_a_class_count_one_short_is_guessed_one_more_from_the_values_at_the_cras
     assert suggested_fix(COUNTS, _failed("IndexError: Target 9 is out of bounds.", 6), "x.py") is None
     literal = COUNTS.replace("int(y_all.max())", "9")
     assert "NUM_CLASSES = 10\n" in suggested_fix(literal, failed, "x.py").code
+
+
+DOUBLES = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    X = np.random.rand(8, 4)
+    y = np.arange(8) % 2
+    x_train, y_train = torch.from_numpy(X), torch.from_numpy(y)
+    x_test = torch.tensor(X)
+    x_ok = torch.tensor(X, dtype=torch.float64)
+    out = model(x_train)
+""")
+DOUBLE_VALUES = ("- The values the run saw where it failed (innermost frame first):\n  x.py:8 in <module>\n"
+                 "    x_train = torch tensor, shape [8, 4], float64, min 0.01, max 0.98\n"
+                 "    y_train = torch tensor, shape [8], int64, min 0, max 1\n"
+                 "    x_test = torch tensor, shape [8, 4], float64, min 0.01, max 0.98\n"
+                 "    x_ok = torch tensor, shape [8, 4], float64, min 0.01, max 0.98\n")
+
+
+@pytest.mark.parametrize("error", ["RuntimeError: mat1 and mat2 must have the same dtype, but got Double and Float",
+                                   "RuntimeError: Input type (double) and bias type (float) should be the same"])
+def test_float64_data_made_from_numpy_is_made_float32(error):
+    failed = _failed(error, 8).model_copy(update={"error_notes": DOUBLE_VALUES})
+    s = suggested_fix(DOUBLES, failed, "x.py")
+    assert s is not None and s.rule == "input_dtype" and s.sure
+    assert "x_train, y_train = torch.from_numpy(X).float(), torch.from_numpy(y)\n" in s.code  # labels stay int64
+    assert "x_test = torch.tensor(X).float()\n" in s.code
+    assert "x_ok = torch.tensor(X, dtype=torch.float64)\n" in s.code  # an explicit dtype is the author's choice
+    assert suggested_fix(DOUBLES, _failed(error, 8), "x.py") is None  # no values: no guess at which tensors
