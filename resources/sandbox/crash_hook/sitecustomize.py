@@ -203,6 +203,30 @@ def _own(filename, root):
     return path.startswith(root + os.sep) and "site-packages" not in path
 
 
+def _self_attributes(frame, lineno, scope):
+    """`self.name` for each attribute of `self` the failing line reads (`self.window`)."""
+    if "self" not in scope:
+        return []
+    try:
+        import linecache
+
+        line = linecache.getline(frame.f_code.co_filename, lineno)
+    except Exception:
+        return []
+    out = []
+    for part in line.split("self.")[1:]:
+        attr = _identifiers(part)[:1]
+        if attr and f"self.{attr[0]}" not in out:
+            out.append(f"self.{attr[0]}")
+    return out
+
+
+def _lookup(scope, name):
+    if name.startswith("self."):
+        return getattr(scope["self"], name[5:])
+    return scope[name]
+
+
 def frame_lines(tb, root):
     frames = []
     while tb is not None:
@@ -213,15 +237,17 @@ def frame_lines(tb, root):
     for frame, lineno in frames[-MAX_FRAMES:][::-1]:
         rel = os.path.relpath(frame.f_code.co_filename, root)
         out.append(f"  {rel}:{lineno} in {frame.f_code.co_name}")
-        scope = frame.f_locals
         on_line = _line_names(frame.f_code.co_filename, lineno)
-        names = [n for n in on_line if n in scope] + [n for n in scope if n not in on_line]
+        # the line's names wherever they live (a global read in a function too), then the frame's locals
+        scope = {**{n: frame.f_globals[n] for n in on_line if n in frame.f_globals}, **frame.f_locals}
+        names = [n for n in on_line if n in scope] + [n for n in frame.f_locals if n not in on_line]
+        names[1:1] = _self_attributes(frame, lineno, scope)
         shown = 0
         for n in names:
             if shown >= MAX_NAMES or n.startswith("__"):
                 continue
             try:
-                about = describe(scope[n])
+                about = describe(_lookup(scope, n))
             except Exception:
                 about = None
             if about is None:

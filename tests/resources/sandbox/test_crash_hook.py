@@ -137,3 +137,20 @@ def test_the_values_a_failing_line_was_built_from_come_next(tmp_path: Path):
     # the failing line's names, then what `counts` was built from (two hops reach data)
     assert names[:4] == ["counts", "label", "N_BINS", "data"], values  # total: not bound yet
     assert "data = Bunch (dict) of 8; first value" in values  # a dict subclass, not its repr
+
+
+def test_a_function_frame_shows_the_globals_and_attributes_its_failing_line_reads(tmp_path: Path):
+    body = """
+        LIMIT = 5
+        UNUSED = 7
+        class Box:
+            def __init__(self):
+                self.items = [1, 2, 3]
+            def pick(self):
+                return self.items[LIMIT]
+        Box().pick()
+    """
+    values = crash_values(_run(tmp_path, body, str(CRASH_HOOK)).stderr)
+    inner = values.split("  s.py:9 in <module>")[0]
+    assert "self.items = list of 3; first item: 1" in inner and "LIMIT = 5" in inner
+    assert "UNUSED" not in inner  # other globals stay out of a function's frame
