@@ -21,13 +21,14 @@ from assets.editing.repairs import (
     shadowed_import,
     target_dtype,
     task_sibling,
+    view_size,
 )
 from assets.editing.repairs.base import Candidate, Failure, Rule
 
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
     keyword, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list,
-    input_dtype, class_count))
+    input_dtype, class_count, view_size))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

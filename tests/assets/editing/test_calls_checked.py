@@ -299,3 +299,24 @@ def test_float64_data_made_from_numpy_is_made_float32(error):
     assert "x_test = torch.tensor(X).float()\n" in s.code
     assert "x_ok = torch.tensor(X, dtype=torch.float64)\n" in s.code  # an explicit dtype is the author's choice
     assert suggested_fix(DOUBLES, _failed(error, 8), "x.py") is None  # no values: no guess at which tensors
+
+
+VIEWS = textwrap.dedent("""\
+    BATCH_SIZE = 64
+    def forward(self, x):
+        h = x.view(BATCH_SIZE, 1, self.window)
+        return h.reshape((h.size(0), 32))
+""")
+
+
+def test_a_view_that_no_longer_fits_gets_the_size_it_can_infer():
+    err = "RuntimeError: shape '[64, 1, 32]' is invalid for input of size 1216"
+    s = suggested_fix(VIEWS, _failed(err, 3, "forward"), "x.py")
+    assert s is not None and s.rule == "view_size" and not s.sure
+    assert "h = x.view(-1, 1, self.window)\n" in s.code
+    # a tuple of sizes; 1216 elements are no whole number of 33s: the second size is inferred
+    s2 = suggested_fix(VIEWS, _failed("RuntimeError: shape '[38, 33]' is invalid for input of size 1216", 4,
+                                      "forward"), "x.py")
+    assert s2 is not None and "return h.reshape((-1, 32))" not in s2.code and "reshape((h.size(0), -1))" in s2.code
+    assert suggested_fix(VIEWS, _failed("RuntimeError: shape '[64, 1, 32]' is invalid for input of size 1217", 3,
+                                        "forward"), "x.py") is None  # nothing divides it
