@@ -220,6 +220,23 @@ def repair() -> Figure:
                      + ", ".join(parts), "; ".join(samples), records, sections)
 
 
+def debug_scripts() -> Figure:
+    q = "... and standalone scripts with one classic bug (`researchloop debug`)?"
+    parts, records, sections, samples = [], [], [], []
+    for suite in ("scripts_dev", "scripts_heldout"):
+        path = f"bench/records/debug_{suite}.json"
+        if (rec := _load(path)) is None:
+            continue
+        parts.append(f"{suite} {rec['repaired']}/{rec['total']}")
+        records.append(path)
+        sections.append(f"debug-{suite}")
+        samples.append(f"{suite}: {_sample_word(f'debug-{suite}')}")
+    if not parts:
+        return _missing(q, "bench/records/debug_scripts_dev.json", "debug-scripts_dev", "`python -m bench debug`")
+    return Figure(q, f"repaired, counted only when the final version's full run gives the bug-free script's "
+                     f"result (up to 5 repairs): {', '.join(parts)}", "; ".join(samples), records, sections)
+
+
 def verdicts() -> Figure:
     q, path = "Does the verdict rule call a change that does nothing an improvement?", "bench/null_results.json"
     rec = _load(path)
@@ -234,7 +251,7 @@ def verdicts() -> Figure:
 
 
 HEADLINE = (effectiveness, effectiveness_new_topics, round_time, make_bench, sandbox_safety, sandbox_cost, ranking,
-            repair, verdicts)
+            repair, debug_scripts, verdicts)
 
 
 # -- RESULTS.md --------------------------------------------------------------------------------------

@@ -95,6 +95,9 @@ HINTS: list[tuple[re.Pattern, str | Callable[[re.Match], str]]] = [(re.compile(p
      "The model had no registered parameters when the optimizer was built: layers kept in a plain Python "
      "list or dict are not registered (use nn.ModuleList / nn.ModuleDict), and layers created after the "
      "optimizer are not in it (build the model first, then the optimizer on model.parameters())."),
+    (r"Expected a 2-dimensional container but got|Expected 2D array, got 1D array instead",
+     "A scikit-learn estimator takes a matrix of features (rows x columns), and got one 1-D column: give "
+     "df[[\"col\"]] instead of df[\"col\"], or array.reshape(-1, 1)."),
     (r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|no CUDA GPUs are available|"
      r"CUDA driver initialization failed",
      "There is no GPU on this machine: keep the model and the data on the CPU (or pick the device with "

@@ -320,3 +320,19 @@ def test_a_view_that_no_longer_fits_gets_the_size_it_can_infer():
     assert s2 is not None and "return h.reshape((-1, 32))" not in s2.code and "reshape((h.size(0), -1))" in s2.code
     assert suggested_fix(VIEWS, _failed("RuntimeError: shape '[64, 1, 32]' is invalid for input of size 1217", 3,
                                         "forward"), "x.py") is None  # nothing divides it
+
+
+FEATURES = textwrap.dedent("""\
+    baseline = LogisticRegression(max_iter=200)
+    baseline.fit(train_df["proline"], y_train)
+    score = baseline.score(X_test[:, 0], y_test)
+""")
+
+
+def test_one_feature_given_as_a_column_is_made_a_matrix():
+    s = suggested_fix(FEATURES, _failed("ValueError: Expected a 2-dimensional container but got <class "
+                                        "'pandas.core.series.Series'> instead. Pass a DataFrame", 2), "x.py")
+    assert s is not None and s.rule == "feature_matrix" and s.sure
+    assert "baseline.fit(train_df[['proline']], y_train)" in s.code
+    s = suggested_fix(FEATURES, _failed("ValueError: Expected 2D array, got 1D array instead:", 3), "x.py")
+    assert "baseline.score(X_test[:, 0].reshape(-1, 1), y_test)" in s.code
