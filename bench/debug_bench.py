@@ -154,14 +154,18 @@ def render(rec: dict) -> str:
              f"`researchloop debug VARIANT.py --max-attempts {rec['attempts']}` on each variant of "
              f"bench/broken/{rec['suite']}; repaired = the final version's full run exits 0 and its RESULT is within "
              f"5% of the bug-free base's. **Repaired: {rec['repaired']}/{rec['total']}.**", "",
-             "| variant | kind | repaired | repairs | debug said fixed | last error | wall s | LLM tokens out |",
+             "Fixed by: where the last candidate run came from, `rule` (a mechanical repair rule, "
+             "assets/editing/repairs/) or `LLM`; an LLM answer served from the bench's cache (a prompt seen in an "
+             "earlier run of the bench) counts no tokens and little time.", "",
+             "| variant | kind | repaired | fixed by | repairs | last error | wall s | LLM tokens out |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rec["rows"]:
         res = (r.get("full_run") or {}).get("result")
         got = f" ({res[0]} {res[1]:.4g})" if res else ""
         mark = "yes" + got if r["repaired"] else "no" + got
         err = (r["last_error"] or "").replace("|", "/")[:90] if not r["repaired"] else ""
-        lines.append(f"| {r['name']} | {r['kind']} | {mark} | {r['repairs']} | {r['debug_says_fixed']} | {err} | "
+        by = {"suggestion": "rule", "llm": "LLM"}.get((r["fix_sources"] or [""])[-1], "-") if r["repaired"] else "-"
+        lines.append(f"| {r['name']} | {r['kind']} | {mark} | {by} | {r['repairs']} | {err} | "
                      f"{r['wall_s']:.0f} | {r['llm'].get('completion_tokens', 0)} |")
     lines += ["", "Bases: " + "; ".join(f"{b}: {tuple(x['result']) if x['result'] else 'no RESULT'}"
                                         for b, x in rec["bases"].items())]

@@ -37,6 +37,6 @@ def test_a_fix_that_changes_the_result_is_not_a_repair(tmp_path: Path, monkeypat
     out = {"fixed": True, "repairs": 1, "per_attempt": [{"error": "E"}, {"error": None}]}
     row = judge(_variant(), {"out": out, "wall_s": 3.0, "final": final}, ("accuracy", 0.9), 60)
     assert row["debug_says_fixed"] and not row["repaired"]
-    assert "| v | dtype error | no (accuracy 0.5) |" in render({
+    assert "| v | dtype error | no (accuracy 0.5) | - |" in render({
         "suite": "scripts_dev", "held_out": False, "date": "d", "machine": "m", "attempts": 5, "repaired": 0,
         "total": 1, "rows": [row], "bases": {"a.py": {"result": ["accuracy", 0.9]}}})
