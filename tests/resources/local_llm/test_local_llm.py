@@ -281,10 +281,11 @@ def fake_launcher(tmp_path, monkeypatch):
     model.parent.mkdir(parents=True)
     model.write_bytes(b"GGUF")
 
-    def cmd(model_path, port, ctx_size, threads, alias, speculative="none", slots=1):
+    def cmd(model_path, port, ctx_size, threads, alias, speculative="none", slots=1, decode_threads=None):
         return [sys.executable, str(FAKE), "resources.local_llm", "serve", "--model", str(model_path),
                 "--port", str(port), "--ctx-size", str(ctx_size * slots), "--threads", str(threads), "--alias", alias,
-                "--speculative", speculative, "--parallel", str(slots)]
+                "--speculative", speculative, "--parallel", str(slots),
+                "--decode-threads", str(llserver.decode_thread_count(threads, decode_threads))]
 
     monkeypatch.setattr(llserver, "_server_cmd", cmd)
     monkeypatch.setattr(llserver, "assemble_model", lambda name, cache, progress=False: model)
