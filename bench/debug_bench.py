@@ -13,7 +13,8 @@ Suites: `scripts_dev` (in-sample: the debugger's notes and repairs were tuned on
 `scripts_heldout` (written by someone who did not see the debugger's tuning cases; measured
 after the tuning). The LLM server started by the first variant is kept for the rest, and the LLM cache lives in a
 fixed DAGSTER_HOME (RESEARCHLOOP_DEBUG_BENCH_HOME, default /tmp/rl_debug_bench_home), so an
-unchanged re-run costs no model time.
+unchanged re-run costs no model time. The record is written after every variant: a run cut off
+midway resumes after the last variant it recorded.
 
     .venv/bin/python -m bench.debug_bench --suite scripts_dev [--attempts 5] [--only NAME,...]
     python -m bench debug --suite scripts_heldout                 # the same (make bench-debug ARGS=...)
@@ -110,17 +111,25 @@ def judge(variant: dict, debug: dict, base_result: tuple[str, float] | None, tim
     return row
 
 
-def measure(suite: str, attempts: int, only: set[str], timeout_s: float) -> dict:
+def measure(suite: str, attempts: int, only: set[str], timeout_s: float, partial: Path | None = None) -> dict:
+    """Every variant of the suite (or `only` those); with `partial`, the record is written there
+    after each variant, and variants an earlier, unfinished run of the same suite and attempts
+    recorded there are kept, not run again."""
     from resources.local_llm import stop_server
 
     variants = [v for v in load_script_suite(suite) if not only or v["name"] in only]
+    earlier = json.loads(partial.read_text()) if partial is not None and partial.is_file() else {}
+    if earlier.get("complete", True) or (earlier.get("suite"), earlier.get("attempts")) != (suite, attempts):
+        earlier = {}
     home = Path(os.environ.get("RESEARCHLOOP_DEBUG_BENCH_HOME", "/tmp/rl_debug_bench_home"))
     home.mkdir(parents=True, exist_ok=True)
     work = home / "work" / suite / time.strftime("%Y%m%d-%H%M%S")
     env = {**os.environ, "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     os.environ["DAGSTER_HOME"] = str(home)
     rec: dict = {"script": SCRIPT, "date": today(), "machine": machine(), "suite": suite,
-                 "held_out": HELD_OUT.get(suite, True), "attempts": attempts, "rows": [], "bases": {}}
+                 "held_out": HELD_OUT.get(suite, True), "attempts": attempts, "complete": False,
+                 "rows": list(earlier.get("rows", [])), "bases": {}}
+    done = {r["name"] for r in rec["rows"]}
     for base in sorted({v["base"] for v in variants}):
         folder = work / "_bases" / Path(base).stem
         folder.mkdir(parents=True, exist_ok=True)
@@ -130,6 +139,9 @@ def measure(suite: str, attempts: int, only: set[str], timeout_s: float) -> dict
     local = not os.environ.get("OPENAI_BASE_URL")
     try:
         for i, v in enumerate(variants, 1):
+            if v["name"] in done:
+                print(f"[debug] {i}/{len(variants)} {v['name']}: recorded by the earlier run", flush=True)
+                continue
             print(f"[debug] {i}/{len(variants)} {v['name']} ({v['kind']})", flush=True)
             d = debug_variant(v, work, attempts, timeout_s, env)
             base_result = rec["bases"][v["base"]].get("result")
@@ -137,11 +149,14 @@ def measure(suite: str, attempts: int, only: set[str], timeout_s: float) -> dict
             rec["rows"].append(row)
             print(f"[debug]   {'REPAIRED' if row['repaired'] else 'not repaired'} in {row['wall_s']} s, "
                   f"{row['repairs']} repairs; last error: {(row['last_error'] or '')[:100]}", flush=True)
+            if partial is not None:  # a run cut off here resumes after this variant
+                partial.write_text(json.dumps(rec, indent=1, default=str) + "\n")
     finally:
         if local:  # each debug call kept the server it found or started (--keep-server)
             stop_server()
     rec["repaired"] = sum(r["repaired"] for r in rec["rows"])
     rec["total"] = len(rec["rows"])
+    rec["complete"] = True
     return rec
 
 
@@ -153,7 +168,9 @@ def render(rec: dict) -> str:
                         sample), "",
              f"`researchloop debug VARIANT.py --max-attempts {rec['attempts']}` on each variant of "
              f"bench/broken/{rec['suite']}; repaired = the final version's full run exits 0 and its RESULT is within "
-             f"5% of the bug-free base's. **Repaired: {rec['repaired']}/{rec['total']}.**", "",
+             f"5% of the bug-free base's. **Repaired: {sum(r['repaired'] for r in rec['rows'])}/{len(rec['rows'])}"
+             + ("" if rec.get("complete", True) else " (INCOMPLETE: the run was cut off; it resumes from the record)")
+             + ".**", "",
              "Fixed by: where the last candidate run came from, `rule` (a mechanical repair rule, "
              "assets/editing/repairs/) or `LLM`; an LLM answer served from the bench's cache (a prompt seen in an "
              "earlier run of the bench) counts no tokens and little time.", "",
@@ -184,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("FROM_RECORD") == "1":
         rec = json.loads(out.read_text())
     else:
-        rec = measure(args.suite, args.attempts, set(filter(None, args.only.split(","))), args.timeout)
+        rec = measure(args.suite, args.attempts, set(filter(None, args.only.split(","))), args.timeout,
+                      partial=None if args.only else out)
         out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
     body = render(rec)
     print(body)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.debug_bench import close_enough, judge, parse_result, render
 
 
@@ -40,3 +42,34 @@ def test_a_fix_that_changes_the_result_is_not_a_repair(tmp_path: Path, monkeypat
     assert "| v | dtype error | no (accuracy 0.5) | - |" in render({
         "suite": "scripts_dev", "held_out": False, "date": "d", "machine": "m", "attempts": 5, "repaired": 0,
         "total": 1, "rows": [row], "bases": {"a.py": {"result": ["accuracy", 0.9]}}})
+
+
+def test_a_run_cut_off_midway_resumes_after_the_last_variant_it_recorded(tmp_path: Path, monkeypatch):
+    import json
+
+    import bench.debug_bench as db
+
+    variants = [{"name": n, "base": "a.py", "kind": "k", "base_code": "print('RESULT r=1')\n", "code": "x"}
+                for n in ("one", "two", "three")]
+    monkeypatch.setattr(db, "load_script_suite", lambda suite: variants)
+    monkeypatch.setattr(db, "run_script", lambda folder, script, timeout_s: {"result": ("r", 1.0), "seconds": 1})
+    monkeypatch.setenv("RESEARCHLOOP_DEBUG_BENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # no local server to stop
+    ran = []
+
+    def debug(v, work, attempts, timeout_s, env):
+        if v["name"] == "three" and not ran.count("three"):
+            ran.append("three")
+            raise KeyboardInterrupt  # the run is cut off at the third variant
+        ran.append(v["name"])
+        return {"out": {"fixed": False}, "wall_s": 1.0, "final": None}
+
+    monkeypatch.setattr(db, "debug_variant", debug)
+    out = tmp_path / "rec.json"
+    with pytest.raises(KeyboardInterrupt):
+        db.measure("s", 5, set(), 60, partial=out)
+    saved = json.loads(out.read_text())
+    assert [r["name"] for r in saved["rows"]] == ["one", "two"] and saved["complete"] is False
+    rec = db.measure("s", 5, set(), 60, partial=out)
+    assert ran == ["one", "two", "three", "three"]  # one and two were not run again
+    assert [r["name"] for r in rec["rows"]] == ["one", "two", "three"] and rec["complete"] and rec["total"] == 3
