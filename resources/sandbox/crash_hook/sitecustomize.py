@@ -2,8 +2,8 @@
 program dies of an uncaught exception.
 
 The runner puts this folder first on the program's PYTHONPATH (and binds it read-only into the
-sandbox), so Python imports this file at start-up as ``sitecustomize``. It installs an excepthook,
-takes itself off ``sys.path`` and hands over to the next ``sitecustomize`` on the path, if any.
+sandbox), so Python imports this file at start-up as ``sitecustomize``. It installs an excepthook
+and runs the next ``sitecustomize`` on the path, if any.
 Nothing else happens unless the program crashes; then, for the innermost frames of the program's
 own code (files under its working folder), it prints what a person debugging would look at
 first: each local's shape and dtype (tensors, arrays, tables), a module's layers and parameter
@@ -270,13 +270,15 @@ def _hook(etype, value, tb):
 
 def _install():
     sys.excepthook = _hook
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-    mod = sys.modules.pop("sitecustomize", None)
-    try:
-        import sitecustomize  # noqa: F401  the next one on the path (the system's), if any
-    except ImportError:
-        if mod is not None:
-            sys.modules["sitecustomize"] = mod
+    try:  # the next sitecustomize on the path (the system's), if any, runs as it would have
+        from importlib.machinery import PathFinder
+        from importlib.util import module_from_spec
+
+        spec = PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _HERE])
+        if spec is not None and spec.loader is not None:
+            spec.loader.exec_module(module_from_spec(spec))
+    except Exception:
+        pass
 
 
 if __name__ == "sitecustomize":
