@@ -227,7 +227,8 @@ def debug_scripts() -> Figure:
         path = f"bench/records/debug_{suite}.json"
         if (rec := _load(path)) is None:
             continue
-        parts.append(f"{suite} {rec['repaired']}/{rec['total']}")
+        done = f"{sum(r['repaired'] for r in rec['rows'])}/{len(rec['rows'])}"
+        parts.append(f"{suite} {done}" + ("" if rec.get("complete", True) else " (incomplete: variants run so far)"))
         records.append(path)
         sections.append(f"debug-{suite}")
         samples.append(f"{suite}: {_sample_word(f'debug-{suite}')}")
