@@ -295,18 +295,20 @@ def render_contention(rec: dict) -> str:
          "priority than the server."), "", *table])
 
 
-def _contention_main(args) -> int:
-    out = RECORDS / f"{CONTENTION_RECORD}.json"
+def _measured_main(args, record: str, section: str, measure_fn, render_fn) -> int:
+    """Measure with `measure_fn(model, max_tokens, ctx_size, work)` into bench/records/`record`.json
+    (FROM_RECORD=1: read it back), then write the section `section` rendered by `render_fn`."""
+    out = RECORDS / f"{record}.json"
     if os.environ.get("FROM_RECORD") == "1":
         rec = json.loads(out.read_text())
     else:
         model = args.model or settings().local_model
         work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_slots_"))
-        rec = measure_contention(model, args.max_tokens, args.ctx_size, work)
+        rec = measure_fn(model, args.max_tokens, args.ctx_size, work)
         out.write_text(json.dumps(rec, indent=1) + "\n")
-    body = render_contention(rec)
+    body = render_fn(rec)
     print(body)
-    write_section("slots-contention", body, page_path(RECORD))
+    write_section(section, body, page_path(RECORD))
     return 0
 
 
@@ -378,21 +380,6 @@ def render_split(rec: dict) -> str:
         "", *table])
 
 
-def _split_main(args) -> int:
-    out = RECORDS / f"{SPLIT_RECORD}.json"
-    if os.environ.get("FROM_RECORD") == "1":
-        rec = json.loads(out.read_text())
-    else:
-        model = args.model or settings().local_model
-        work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_slots_"))
-        rec = measure_split(model, args.max_tokens, args.ctx_size, work)
-        out.write_text(json.dumps(rec, indent=1) + "\n")
-    body = render_split(rec)
-    print(body)
-    write_section("slots-threads", body, page_path(RECORD))
-    return 0
-
-
 def _ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x.strip()]
 
@@ -417,11 +404,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="prompt reading and decode rates per split of threads between prompts and answers")
     args = ap.parse_args(argv)
     if args.threads_split:
-        return _split_main(args)
+        return _measured_main(args, SPLIT_RECORD, "slots-threads", measure_split, render_split)
     if args.prefix:
         return _prefix_main(args)
     if args.contention:
-        return _contention_main(args)
+        return _measured_main(args, CONTENTION_RECORD, "slots-contention", measure_contention, render_contention)
     default_out = RECORDS / f"{RECORD}.json"
     out = Path(args.out) if args.out else (None if args.quick else default_out)
     if os.environ.get("FROM_RECORD") == "1":
