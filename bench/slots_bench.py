@@ -39,6 +39,7 @@ bench/records/slots_threads.json, section "slots-threads").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -228,10 +229,19 @@ LOADS = [("idle", 0, 0), ("1 busy process", 1, 0), ("2 busy processes", 2, 0), (
 BUSY = "while True:\n    sum(range(10000))\n"
 
 
-def busy(n: int, niceness: int) -> list[subprocess.Popen]:
-    """`n` processes that keep a core busy with pure Python, at `niceness`."""
+@contextlib.contextmanager
+def busy(n: int, niceness: int):
+    """`n` processes that keep a core busy with pure Python, at `niceness`, while the block runs
+    (given a second to start)."""
     pre = (lambda: os.nice(niceness)) if niceness else None
-    return [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pre) for _ in range(n)]  # noqa: PLW1509
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pre) for _ in range(n)]  # noqa: PLW1509
+    try:
+        time.sleep(1.0)
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def measure_contention(model: str, max_tokens: int, ctx_size: int, work: Path) -> dict:
@@ -253,14 +263,8 @@ def measure_contention(model: str, max_tokens: int, ctx_size: int, work: Path) -
             try:
                 ask(url, model, 1)
                 for load, n, niceness in LOADS:
-                    procs = busy(n, niceness)
-                    try:
-                        time.sleep(1.0)
+                    with busy(n, niceness):
                         r = ask(url, model, max_tokens)
-                    finally:
-                        for p in procs:
-                            p.kill()
-                            p.wait()
                     tok_s = round(r["answer_tokens"] / r["decode_s"], 2) if r.get("decode_s") else None
                     row = {"wait": label, "threads": threads, "load": load, "decode_tok_s": tok_s, **r}
                     rows.append(row)
@@ -341,16 +345,10 @@ def measure_split(model: str, max_tokens: int, ctx_size: int, work: Path) -> dic
             url = ensure_server(model, cache, ctx_size=ctx_size, threads=threads, slots=2, lease=False)
             ask(url, model, 1)
             for load, n in SPLIT_LOADS:
-                procs = busy(n, 0)
-                try:
-                    time.sleep(1.0)
+                with busy(n, 0):
                     reading = _reading(url, model, f"{threads}-{decode}-{load}", text)
                     r = ask(url, model, max_tokens)
                     two = batch(url, model, 2, max_tokens) if n == 0 else None
-                finally:
-                    for p in procs:
-                        p.kill()
-                        p.wait()
                 row = {"threads": threads, "decode_threads": decode, "load": load, **reading,
                        "decode_tok_s": round(r["answer_tokens"] / r["decode_s"], 2) if r.get("decode_s") else None,
                        "two_at_once_tok_s": summarise(2, 2, two)["aggregate_tok_s"] if two else None, "raw": r}

@@ -72,3 +72,12 @@ class Rule:
     name: str
     description: str  # one line: the failure it reads and the edit it makes
     apply: Callable[[Failure], Candidate | None]
+
+
+def replace_on_line(code: str, node, text: str) -> str:
+    """`code` with the source of `node` (an expression on one line) replaced by `text`. AST
+    columns count UTF-8 bytes, so the line is cut as bytes."""
+    lines = code.splitlines(keepends=True)
+    raw = lines[node.lineno - 1].encode()
+    lines[node.lineno - 1] = (raw[:node.col_offset] + text.encode() + raw[node.end_col_offset:]).decode()
+    return "".join(lines)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule
+from assets.editing.repairs.base import Candidate, Failure, Rule, replace_on_line
 
 OUT_OF_BOUNDS = re.compile(r"Target (?P<t>\d+) is out of bounds")
 INT_VALUE = re.compile(r"^\s{4}(?P<name>[A-Za-z_]\w*) = (?P<v>-?\d+)$", re.M)
@@ -32,11 +32,9 @@ def one_more(code: str, values: str, target: int) -> tuple[str, str] | None:
             continue
         old = ast.unparse(v)
         new = str(target + 1) if isinstance(v, ast.Constant) else f"{old} + 1"
-        lines = code.splitlines(keepends=True)
-        raw = lines[v.lineno - 1].encode()
-        lines[v.lineno - 1] = (raw[:v.col_offset] + new.encode() + raw[v.end_col_offset:]).decode()
-        return "".join(lines), (f"line {v.lineno}: {name} = {old} -> {new} (the run had {name} = {target} and a "
-                                f"label {target}: a class count is the largest label + 1)")
+        what = (f"line {v.lineno}: {name} = {old} -> {new} (the run had {name} = {target} and a "
+                f"label {target}: a class count is the largest label + 1)")
+        return replace_on_line(code, v, new), what
     return None
 
 

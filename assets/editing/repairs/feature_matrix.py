@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule
+from assets.editing.repairs.base import Candidate, Failure, Rule, replace_on_line
 
 ONE_D = re.compile(r"Expected a 2-dimensional container but got <class '(?P<cls>[\w.]+)'>|"
                    r"Expected 2D array, got 1D array instead")
@@ -33,10 +33,8 @@ def one_column(code: str, line: int, series: bool) -> tuple[str, str] | None:
             new = f"{ast.unparse(arg.value)}[[{arg.slice.value!r}]]"
         else:
             new = f"{old}.to_frame()" if series else f"{old}.reshape(-1, 1)"
-        lines = code.splitlines(keepends=True)
-        raw = lines[arg.lineno - 1].encode()
-        lines[arg.lineno - 1] = (raw[:arg.col_offset] + new.encode() + raw[arg.end_col_offset:]).decode()
-        return "".join(lines), f"line {arg.lineno}: {old} -> {new} (the estimator takes a matrix of features)"
+        what = f"line {arg.lineno}: {old} -> {new} (the estimator takes a matrix of features)"
+        return replace_on_line(code, arg, new), what
     return None
 
 

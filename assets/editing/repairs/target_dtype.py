@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule
+from assets.editing.repairs.base import Candidate, Failure, Rule, replace_on_line
 
 LONG_NEEDED = re.compile(
     r"expected target dtype to be Long|expected scalar type Long but found|"
@@ -43,11 +43,8 @@ def long_targets(code: str, line: int) -> tuple[str, str] | None:
         return None
     simple = isinstance(target, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
     new_text = f"{text}.long()" if simple else f"({text}).long()"
-    lines = code.splitlines(keepends=True)
-    raw = lines[target.lineno - 1].encode()
-    start, end = target.col_offset, target.end_col_offset
-    lines[target.lineno - 1] = (raw[:start] + new_text.encode() + raw[end:]).decode()
-    return "".join(lines), f"line {target.lineno}: the loss's target {text} -> {new_text} (class indices are int64)"
+    what = f"line {target.lineno}: the loss's target {text} -> {new_text} (class indices are int64)"
+    return replace_on_line(code, target, new_text), what
 
 
 def apply(f: Failure) -> Candidate | None:

@@ -8,7 +8,7 @@ import ast
 import math
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule
+from assets.editing.repairs.base import Candidate, Failure, Rule, replace_on_line
 
 INVALID = re.compile(r"shape '\[(?P<shape>[-\d, ]+)\]' is invalid for input of size (?P<size>\d+)")
 
@@ -32,11 +32,9 @@ def inferred_size(code: str, line: int, shape: list[int], size: int) -> tuple[st
             rest = math.prod(shape[:i] + shape[i + 1:])
             if rest <= 0 or size % rest or arg.end_col_offset is None or arg.lineno != arg.end_lineno:
                 continue
-            lines = code.splitlines(keepends=True)
-            raw = lines[arg.lineno - 1].encode()
-            lines[arg.lineno - 1] = (raw[:arg.col_offset] + b"-1" + raw[arg.end_col_offset:]).decode()
-            return "".join(lines), (f"line {arg.lineno}: {call.func.attr} size {ast.unparse(arg)} -> -1 (inferred: "
-                                    f"{size} elements over the other sizes, {rest} each)")
+            what = (f"line {arg.lineno}: {call.func.attr} size {ast.unparse(arg)} -> -1 (inferred: "
+                    f"{size} elements over the other sizes, {rest} each)")
+            return replace_on_line(code, arg, "-1"), what
     return None
 
 
