@@ -105,6 +105,18 @@ def dev_task_topics(root: Path = DEV_TASKS) -> list[str]:
     return sorted(str(p.parent) for p in root.glob("*/topic.yaml"))
 
 
+def chosen_topics(names: str, dev_tasks: bool, root: Path = DEV_TASKS) -> list[str]:
+    """The topics a run measures: the comma-separated `names`, or every shipped topic (every
+    development task with `dev_tasks`). With `dev_tasks` a bare name of a development task stands
+    for its folder, so `--dev-tasks --topics ipd_strategy` means bench/tasks/ipd_strategy."""
+    chosen = [t for t in names.split(",") if t]
+    if not chosen:
+        return dev_task_topics(root) if dev_tasks else shipped_topics()
+    if dev_tasks:
+        chosen = [str(root / t) if "/" not in t and (root / t / "topic.yaml").is_file() else t for t in chosen]
+    return chosen
+
+
 def fresh_home(work: Path) -> Path:
     """A new DAGSTER_HOME under `work` with the repository's instance config."""
     home = work / "dagster_home"
@@ -488,7 +500,7 @@ def measure(args, out: Path) -> dict:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_effectiveness_"))
     work.mkdir(parents=True, exist_ok=True)
     home = fresh_home(work)
-    topics = [t for t in args.topics.split(",") if t] or (dev_task_topics() if args.dev_tasks else shipped_topics())
+    topics = chosen_topics(args.topics, args.dev_tasks)
     log_file = work / "timing.jsonl"
     env = {**os.environ, "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1", "RESEARCHLOOP_TIMING_LOG": str(log_file)}
     os.environ["DAGSTER_HOME"] = str(home)  # the instance and the record store read below

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from assets.shared.data_profile import topic_data
-from bench.effectiveness_bench import DEV_TASKS, IN_SAMPLE, dev_task_topics, topic_name
+from bench.effectiveness_bench import DEV_TASKS, IN_SAMPLE, chosen_topics, dev_task_topics, topic_name
 from schemas.topic import TopicSpec, load_topic
 from tests.support.topic_checks import needs_bwrap
 
@@ -49,6 +49,15 @@ def test_the_bench_selects_the_development_tasks_as_in_sample():
     assert all(Path(t).is_absolute() for t in topics)
     assert all(name in IN_SAMPLE for name in TASKS)
     assert topic_name(str(DEV_TASKS / "digits_torch")) == "digits_torch"
+
+
+def test_a_development_task_named_bare_stands_for_its_folder():
+    assert chosen_topics("ipd_strategy,digits_torch", dev_tasks=True) == [
+        str(DEV_TASKS / "ipd_strategy"), str(DEV_TASKS / "digits_torch")]
+    # without --dev-tasks a bare name stays a shipped topic's name; a folder is kept as given
+    assert chosen_topics("ipd_strategy", dev_tasks=False) == ["ipd_strategy"]
+    assert chosen_topics("some/folder", dev_tasks=True) == ["some/folder"]
+    assert chosen_topics("", dev_tasks=True) == dev_task_topics()
 
 
 def test_the_ipd_task_names_its_entry_point_and_scores_with_the_run_seed():
