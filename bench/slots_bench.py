@@ -21,9 +21,12 @@ bench/results/slots.md is written only when the record is the default one.
 
 `--prefix`: requests that begin alike, as the plans and patches of a round's ideas do (a shipped
 topic's experiment code as the system message, then each idea's own line), on one server with
-`--prefix-slots` slots, fresh for each case: sent all at once, and sent one after another. Per case
-the wall time, the prompt tokens the server read and those it reused from its cache (record
-bench/records/slots_prefix.json, section "slots-prefix").
+`--prefix-slots` slots, fresh for each case: sent all at once, one after another, and the first alone
+then the rest at once. Per case the wall time, the prompt tokens the server read and those it reused
+from its cache, the answer tokens and the decode seconds (record bench/records/slots_prefix.json,
+section "slots-prefix"). With `--prefix-max-tokens N` over 32 every answer is exactly N tokens, as
+long as a plan's or a patch's, where decoding weighs as much as reading (record
+bench/records/slots_prefix_answers.json, section "slots-prefix-answers").
 
 `--contention`: one request's decode rate while other processes compete for the cores, for each way
 the server's threads can wait (OpenMP's wait policy and spin count, and the thread count): idle,
@@ -53,7 +56,7 @@ from pathlib import Path
 
 from bench.common import RECORDS, machine, page_path, provenance, repo_path, today, write_section
 from resources.local_llm import linked_cache, server_status, stop_server
-from resources.local_llm.server import ensure_server
+from resources.local_llm.server import decode_thread_count, ensure_server
 from resources.settings import settings
 from resources.timing_log import server_timings
 
@@ -156,39 +159,50 @@ def render(rec: dict) -> str:
 
 
 PREFIX_RECORD = "slots_prefix"
+PREFIX_ANSWERS_RECORD = "slots_prefix_answers"
 PREFIX_TITLE = "Slots: requests that begin alike, at once or one after another"
+PREFIX_ANSWERS_TITLE = "Slots: requests that begin alike, with answers as long as a plan's or a patch's"
 PREFIX_CODE = "experiments/diabetes_regression/experiment.py"
 IDEAS = ["Use gradient boosting instead of the linear model.", "Add polynomial features of degree two.",
          "Standardise the target before fitting.", "Tune the regularisation strength by cross-validation."]
 
 
+AT_ONCE, ONE_BY_ONE, FIRST_ALONE = "at once", "one after another", "the first alone, then the rest at once"
+WAYS = (AT_ONCE, ONE_BY_ONE, FIRST_ALONE)
+
+
 def ask_prefixed(url: str, model: str, system: str, idea: str, max_tokens: int) -> dict:
-    return post(url, {"model": model, "max_tokens": max_tokens, "temperature": 0, "seed": 0, "messages": [
+    """One idea's request after the shared system message. Answers longer than a sentence are held
+    to exactly `max_tokens` tokens, so the ways of sending compare the same decoding work."""
+    exact = {"ignore_eos": True} if max_tokens > 32 else {}
+    return post(url, {"model": model, "max_tokens": max_tokens, "temperature": 0, "seed": 0, **exact, "messages": [
         {"role": "system", "content": system},
         {"role": "user", "content": f"Idea: {idea}\nName the one change to the file, in one sentence."}]})
 
 
 def measure_prefix(model: str, slots: int, counts: list[int], max_tokens: int, ctx_size: int, threads: int,
                    work: Path) -> dict:
-    """For each request count: the requests at once, then one after another, each case on a fresh
-    server (an empty cache)."""
+    """For each request count and each of WAYS to send them (all at once; one after another; the
+    first alone, then the rest at once), the requests on a fresh server (an empty cache)."""
     cache = linked_cache(model, work / "llm_cache", progress=True)
     code = (Path(__file__).resolve().parents[1] / PREFIX_CODE).read_text()
     system = ("You are an expert engineer who edits experiment code.\n\n"
               f"The current experiment.py:\n```python\n{code}\n```")
     rows = []
     for n in counts:
-        for how in ("at once", "one after another"):
+        for how in WAYS:
             stop_server(cache)
             url = ensure_server(model, cache, ctx_size=ctx_size, threads=threads, slots=slots, lease=False)
             try:
                 asks = [(url, model, system, IDEAS[i], max_tokens) for i in range(n)]
                 t0 = time.monotonic()
-                if how == "at once":
-                    with ThreadPoolExecutor(n) as pool:
-                        reqs = list(pool.map(lambda a: ask_prefixed(*a), asks))
+                first = [ask_prefixed(*asks[0])] if how != AT_ONCE else []
+                rest = asks[len(first):]
+                if how == ONE_BY_ONE:
+                    reqs = first + [ask_prefixed(*a) for a in rest]
                 else:
-                    reqs = [ask_prefixed(*a) for a in asks]
+                    with ThreadPoolExecutor(max(1, len(rest))) as pool:
+                        reqs = first + list(pool.map(lambda a: ask_prefixed(*a), rest))
                 wall = round(time.monotonic() - t0, 2)
             finally:
                 stop_server(cache)
@@ -199,23 +213,28 @@ def measure_prefix(model: str, slots: int, counts: list[int], max_tokens: int, c
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "raw"}), flush=True)
     return {"script": SCRIPT, "date": today(), "machine": machine(), "load_avg": round(os.getloadavg()[0], 1),
-            "model": model, "slots": slots, "threads": threads, "max_tokens": max_tokens, "prefix": PREFIX_CODE,
-            "rows": rows}
+            "model": model, "slots": slots, "threads": threads, "decode_threads": decode_thread_count(threads),
+            "max_tokens": max_tokens, "exact": max_tokens > 32, "prefix": PREFIX_CODE, "rows": rows}
 
 
-def render_prefix(rec: dict) -> str:
-    table = ["| requests | sent | wall s | prompt tokens | reused from the cache | prompt reading s (server) |",
-             "|---" * 6 + "|"]
+def render_prefix(rec: dict, record: str = PREFIX_RECORD) -> str:
+    table = ["| requests | sent | wall s | prompt tokens | reused from the cache | prompt reading s (server) "
+             "| answer tokens | decode s (server) |", "|---" * 8 + "|"]
     for r in rec["rows"]:
+        answers = sum(q.get("answer_tokens", 0) for q in r.get("raw", []))
+        decode = sum(q.get("decode_s", 0.0) for q in r.get("raw", []))
         table.append(f"| {r['requests']} | {r['sent']} | {r['wall_s']:.1f} | {r['prompt_tokens']} | "
-                     f"{r['cached_tokens']} | {r['prompt_s']:.1f} |")
+                     f"{r['cached_tokens']} | {r['prompt_s']:.1f} | {answers} | {decode:.1f} |")
+    title = PREFIX_ANSWERS_TITLE if record == PREFIX_ANSWERS_RECORD else PREFIX_TITLE
     return "\n".join([
-        f"## {PREFIX_TITLE}", "",
-        provenance(SCRIPT, f"bench/records/{PREFIX_RECORD}.json", f"{rec['date']} on {rec['machine']}",
+        f"## {title}", "",
+        provenance(SCRIPT, f"bench/records/{record}.json", f"{rec['date']} on {rec['machine']}",
                    "not a sample: fixed prompts, timed once"), "",
-        (f"Model `{rec['model']}`, {rec['slots']} slots, {rec['threads']} threads, a fresh server (empty cache) "
-         f"for each row. Every request: `{rec['prefix']}` as the system message, then one idea's line; answers "
-         f"of at most {rec['max_tokens']} tokens at temperature 0. Load average at the end: {rec['load_avg']}."),
+        (f"Model `{rec['model']}`, {rec['slots']} slots, {rec['threads']} threads"
+         + (f" ({rec['decode_threads']} decoding)" if "decode_threads" in rec else "")
+         + f", a fresh server (empty cache) for each row. Every request: `{rec['prefix']}` as the system message, "
+         f"then one idea's line; answers of {'exactly' if rec.get('exact') else 'at most'} {rec['max_tokens']} "
+         f"tokens at temperature 0. Load average at the end: {rec['load_avg']}."),
         "", *table])
 
 
@@ -396,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", action="store_true", help="requests that begin alike: at once or one after another")
     ap.add_argument("--prefix-slots", type=int, default=2)
     ap.add_argument("--prefix-requests", default="2,3", help="with --prefix: request counts, comma-separated")
+    ap.add_argument("--prefix-max-tokens", type=int, default=32,
+                    help="with --prefix: each answer's limit (over 32: record slots_prefix_answers.json)")
     ap.add_argument("--contention", action="store_true",
                     help="one request's decode rate beside busy processes, per way the server's threads wait")
     ap.add_argument("--threads-split", action="store_true",
@@ -432,17 +453,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _prefix_main(args) -> int:
-    out = RECORDS / f"{PREFIX_RECORD}.json"
+    """Short answers (the first-token cost of a shared prefix) go to slots_prefix.json; answers of
+    `--prefix-max-tokens` > 32 (the plans' and patches' lengths, where decode dominates) to
+    slots_prefix_answers.json, each with its own section."""
+    long = args.prefix_max_tokens > 32
+    record, section = (PREFIX_ANSWERS_RECORD, "slots-prefix-answers") if long else (PREFIX_RECORD, "slots-prefix")
+    out = RECORDS / f"{record}.json"
     if os.environ.get("FROM_RECORD") == "1":
         rec = json.loads(out.read_text())
     else:
         model = args.model or settings().local_model
         work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rl_slots_"))
-        rec = measure_prefix(model, args.prefix_slots, _ints(args.prefix_requests), 32, 4096, args.threads, work)
+        rec = measure_prefix(model, args.prefix_slots, _ints(args.prefix_requests), args.prefix_max_tokens, 4096,
+                             args.threads, work)
         out.write_text(json.dumps(rec, indent=1) + "\n")
-    body = render_prefix(rec)
+    body = render_prefix(rec, record)
     print(body)
-    write_section("slots-prefix", body, page_path(RECORD))
+    write_section(section, body, page_path(RECORD))
     return 0
 
 

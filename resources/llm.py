@@ -498,12 +498,27 @@ class LLM(dg.ConfigurableResource):
     def map(self, fn: Callable[[Any], T], items: Sequence[Any], *, shared_prefix: bool = False) -> list[T]:
         """Run fn over items with at most `concurrency()` LLM calls in flight, in order.
         `shared_prefix`: the items' requests begin alike (the same file and data before each item's
-        own part). The local server then gets them one after another: reading a prompt is
-        compute-bound on its cores, and each slot caches only its own last prompt, so requests sent
-        at once read the shared part once each, while one after another every request after the
-        first reads only its own part. An endpoint of its own (remote) still gets them at once."""
-        if self.concurrency() <= 1 or len(items) <= 1 or (shared_prefix and self.is_local()):
+        own part). The local server then gets them one by one until one item has asked it
+        something (items answered without it, from the response cache or by a rule, do not count),
+        and the rest at once: reading a prompt is compute-bound on its cores, so requests sent
+        together before any of them is cached would each read the shared part; once one has been
+        answered its prompt is in the server's prompt cache, from which the other slots take the
+        shared part, and their answers decode as one batch. An endpoint of its own (remote) gets
+        them all at once."""
+        if self.concurrency() <= 1 or len(items) <= 1:
             return [fn(x) for x in items]
+        first: list[T] = []
+        if shared_prefix and self.is_local():
+            for x in items:
+                asked = self._asked()
+                first.append(fn(x))
+                if self._asked() > asked:
+                    break
+        rest = items[len(first):]
         self.client()  # create the client once, before the threads share it
         with ThreadPoolExecutor(self.concurrency()) as pool:
-            return list(pool.map(fn, items))
+            return first + list(pool.map(fn, rest))
+
+    def _asked(self) -> int:
+        """Calls recorded so far that the endpoint answered (not the response cache)."""
+        return sum(not c.cached for c in self._calls)

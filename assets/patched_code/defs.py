@@ -28,9 +28,9 @@ def patched_code(context: dg.AssetExecutionContext, experiment_plans: pl.DataFra
     ideas_by_id = {i.idea_id: i for i in kept_ideas(filtered_ideas)}
     plans = from_frame(experiment_plans, ExperimentPlan)
     with llm.track("patched_code") as usage:
-        # the ideas' prompts share the file, the data and the rules: on the local server one idea after
-        # another, each reusing that part; an endpoint of its own drafts them side by side (each idea
-        # has its own workspace and memos)
+        # the ideas' prompts share the file, the data and the rules: on the local server the first idea
+        # that asks it goes alone, so that part is cached before the others read it side by side; an
+        # endpoint of its own drafts them all side by side (each idea has its own workspace and memos)
         patches = llm.map(lambda plan: make_patch(spec, code, ideas_by_id[plan.idea_id], plan, llm, runner), plans,
                           shared_prefix=True)
     for plan, p in zip(plans, patches):

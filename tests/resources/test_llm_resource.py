@@ -355,32 +355,73 @@ def test_map_sequential_when_concurrency_one(make_llm):
     assert seen == [3, 1, 2]
 
 
-def test_map_of_a_shared_prefix_goes_one_by_one_on_the_local_server_only(make_llm, monkeypatch):
-    """Requests that begin alike reach the local server one after another (each slot caches only
-    its own last prompt, so side by side they would each read the shared part); an endpoint of its
-    own still gets them at once."""
+def test_map_of_a_shared_prefix_sends_the_first_alone_on_the_local_server_only(make_llm, monkeypatch):
+    """Requests that begin alike reach the local server first one alone (so its prompt is cached
+    before the others read it), then the rest at once; an endpoint of its own gets them all at once."""
     import threading
 
+    started = []
+
     def in_flight(llm, shared_prefix):
-        now, most, lock = [0], [0], threading.Lock()
+        now, most, lock, first_alone = [0], [0], threading.Lock(), []
 
         def one(x):
             with lock:
+                started.append(x)
                 now[0] += 1
                 most[0] = max(most[0], now[0])
+                if x == 1:
+                    first_alone.append(now[0] == 1)
             time.sleep(0.05)
             with lock:
+                if x == 1:  # nothing else started while the first was in flight
+                    first_alone.append(now[0] == 1)
                 now[0] -= 1
             return -x
         assert llm.map(one, [1, 2, 3, 4], shared_prefix=shared_prefix) == [-1, -2, -3, -4]
-        return most[0]
+        return most[0], all(first_alone)
 
     remote = make_llm(max_concurrency=4)
-    assert in_flight(remote, True) > 1 and in_flight(remote, False) > 1
+    assert in_flight(remote, True)[0] > 1 and in_flight(remote, False)[0] > 1
+    assert not in_flight(remote, True)[1]  # remote: the first shares the server from the start
     local = make_llm(max_concurrency=4)
     monkeypatch.setattr(type(local), "is_local", lambda self: True)
     monkeypatch.setattr(type(local), "concurrency", lambda self: 2)
-    assert in_flight(local, True) == 1 and in_flight(local, False) == 2
+    monkeypatch.setattr(type(local), "_asked", lambda self: len(started))  # every item asks the server
+    assert in_flight(local, True) == (2, True)
+    assert in_flight(local, False)[0] == 2
+
+
+def test_map_of_a_shared_prefix_goes_one_by_one_until_the_server_was_asked(server, make_llm, monkeypatch):
+    """Items answered without the server (a rule, the response cache) do not warm its prompt cache:
+    the local server gets items one by one until one has asked it, then the rest at once."""
+    import threading
+
+    llm = make_llm(max_concurrency=4)
+    monkeypatch.setattr(type(llm), "is_local", lambda self: True)
+    monkeypatch.setattr(type(llm), "concurrency", lambda self: 2)
+    server.respond = lambda body: "ok"
+    order, lock, alone = [], threading.Lock(), []
+    now = [0]
+
+    def one(x):
+        with lock:
+            now[0] += 1
+            order.append(x)
+            if x in ("rule", "asks"):
+                alone.append(now[0] == 1)
+        if x != "rule":
+            llm.complete([{"role": "user", "content": f"item {x}"}], stage="s")
+        else:
+            time.sleep(0.02)
+        with lock:
+            now[0] -= 1
+        return x
+
+    items = ["rule", "asks", "a", "b", "c"]
+    assert llm.map(one, items, shared_prefix=True) == items
+    assert order[:2] == ["rule", "asks"] and all(alone)
+    assert server.n == 4
 
 
 def test_remote_endpoint_settings(make_llm):
