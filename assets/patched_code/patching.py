@@ -4,6 +4,7 @@ import hashlib
 import json
 from types import SimpleNamespace
 
+from assets.editing.columns import column_refusal, data_columns, invented_columns
 from assets.editing.drafts import (
     DraftStyle,
     cheap_order,
@@ -65,13 +66,17 @@ def patch_format(llm) -> str:
 
 def check_edit(code: str, edit, spec: TopicSpec):
     """The edit, unless it is dishonest (`honest_edit`), breaks an entry point the task's evaluator
-    calls (assets/editing/entry_points.py: "not_applied", no run is spent on it) or only adds code
+    calls (assets/editing/entry_points.py: "not_applied", no run is spent on it), reads a column the
+    data does not have (assets/editing/columns.py: "not_applied", told the real ones) or only adds code
     that never runs in the topic's run (assets/patched_code/dead_code.py): that is not an
     implementation ("no_op")."""
     honest_edit(code, edit, spec.metric.name)
     declared, imported = topic_roots(spec.path, spec.code, code, spec.entry_points)
     if reason := broken_interface([*declared, *imported], code, edit.code):
         raise EditError("not_applied", reason)
+    columns = data_columns(spec.path, [*spec.hidden, spec.code])
+    if invented := invented_columns(code, edit.code, columns):
+        raise EditError("not_applied", column_refusal(invented, columns))
     command = spec.run_command(OUT_DIR)
     if reason := dead_code_only(code, edit.code, command, live_roots(declared, imported, spec.code, command)):
         raise EditError("no_op", reason + ": call the new code where the training or evaluation runs")

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from assets.editing.columns import column_refusal, data_columns, invented_columns
 from assets.editing.drafts import program_hash
 from assets.editing.edit_formats import (
     WHOLE_FILE_RETRIES,
@@ -154,6 +155,7 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
         a.analysis = (res.text or "").strip()[:1500] if res.ok else ""
 
     scope = scope or EditScope(target.folder, target.code_file)
+    columns = data_columns(target.folder, [*target.hidden, target.code_file])  # a fix reads only real columns
 
     def roots(src: str) -> list[str]:  # the entry points a fix must keep (declared, or imported by the harness)
         declared, imported = topic_roots(target.folder, target.code_file, src, list(target.entry_points))
@@ -175,6 +177,8 @@ def repair(a: Attempt, current: str, reference: str, *, target: RunTarget, llm, 
             raise EditError(OTHER_FILE, why)
         if why := broken_interface(roots(src), src, edit.code):
             raise EditError("not_applied", why + ": keep the functions the task's evaluator calls as they are")
+        if invented := invented_columns(reference, edit.code, columns):  # the loop's own code's names stay
+            raise EditError("not_applied", column_refusal(invented, columns))
         if honesty and (problems := honesty_problems(reference, edit.code, target.metric)):
             raise EditError("dishonest", "the fix " + "; ".join(problems) + ": fix the error instead")
         return edit
