@@ -86,6 +86,17 @@ class IdeaList(_Strict):
     ideas: list[IdeaDraft]
 
 
+class CardIdea(_Strict):
+    """One idea that applies a given method card to the code (assets/ideas/prompts.py `apply_card`):
+    the place in the code first, so the change is written for that place. Short fields: the local
+    model writes one of these per card."""
+    Title: str = Field(max_length=100, description="what the change does, in a few words")
+    code_place: str = Field(max_length=120, description="the function, class or lines of the code that change")
+    Experiment: str = Field(max_length=400, description="what those lines become: the call with its arguments or "
+                            "the few new lines, and what else must change with them")
+    Summary: str = Field(max_length=300, description="why this should help on this task and data, two sentences")
+
+
 def idea_list(n: int) -> type[IdeaList]:
     """IdeaList whose JSON schema allows at most n ideas (maxItems), so the server's grammar ends the
     list there instead of letting the model write ideas that run into the answer limit; the

@@ -7,6 +7,8 @@ import polars as pl
 from assets.ideas import prompts as idea_prompts
 from assets.ideas.chains import FORWARD, paper_chains, per_chain, prompt_chain
 from assets.ideas.generation import (
+    card_choices,
+    card_ideas,
     drafts_to_ideas,
     idea_tokens,
     merge_paths,
@@ -21,6 +23,7 @@ from assets.ideas.scipip import Retrieval, papers_references, prompt_papers, sci
 from assets.paper_rankings.prompts import topic_text
 from assets.round_reference.reference import reference_metadata, reference_of
 from assets.shared.checks import E, expectation_check
+from assets.shared.data_profile import topic_data
 from assets.shared.metadata import md_table, topic_metadata, usage_metadata
 from assets.shared.partitions import round_asset, round_key_of
 from assets.shared.topics import topic_of
@@ -62,6 +65,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     tuned = tunes(cfg.sources, rt.code)  # the LLM's ideas then leave the hyper-parameter values to the moves
     errors, paths, retrieval, chained = {}, {}, None, None
     card_count = 0  # method cards the ranking source's prompt showed
+    from_cards: list[Idea] = []  # the ranking source's ideas that apply one card each
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
             if source == "tuning":  # hyper-parameter moves read from the code: no LLM call
@@ -79,10 +83,22 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
                     context.log.info(f"chains: {note}")
                 continue
             cards: list[tuple[int, str, str]] = []
+            asked = n  # ideas this source's one request asks for
             if source == "ranking":  # the kept papers, with the method cards that apply to the topic
                 cards = shown_cards(kept, head)
                 card_count = len(cards)
-                shown, msgs = kept, idea_prompts.generate(*head, refs, history.tried, effective, n,
+                # first one idea per untried card, each asked alone with the data; the request for
+                # several ideas at once fills what the cards leave
+                chosen = card_choices(cards, rt.code, history.cards, n)
+                from_cards, failed = card_ideas(llm, head, chosen, kept, history, topic, round_key, taken,
+                                                data=topic_data(spec))
+                for err in failed:
+                    context.log.warning(f"card idea failed: {err}")
+                asked = n - len(from_cards)
+                if asked <= 0:
+                    paths[source] = from_cards
+                    continue
+                shown, msgs = kept, idea_prompts.generate(*head, refs, history.tried, effective, asked,
                                                           analysis=history.analysis, tuned=tuned, cards=cards)
             elif source == "scipip":
                 found = from_frame(papers, Paper)
@@ -94,11 +110,12 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
             else:
                 shown, msgs = [], idea_prompts.brainstorm(*head, history.tried, effective, n,
                                                           analysis=history.analysis, tuned=tuned)
-            res = llm.complete(msgs, stage="ideas", schema=idea_list(n), max_tokens=idea_tokens(n, cards))
+            res = llm.complete(msgs, stage="ideas", schema=idea_list(asked), max_tokens=idea_tokens(asked, cards))
             if not res.ok:
                 errors[source] = res.error
-            paths[source] = drafts_to_ideas(res.value.ideas[:n] if res.ok else [], topic, round_key, shown, history,
-                                            source=source, taken=taken, cards=[pid for _, pid, _ in cards])
+            paths[source] = (from_cards if source == "ranking" else []) + drafts_to_ideas(
+                res.value.ideas[:asked] if res.ok else [], topic, round_key, shown, history, source=source, taken=taken,
+                cards=[pid for _, pid, _ in cards])
         items = merge_paths(*paths.values())
     for path, err in errors.items():
         context.log.warning(f"idea generation ({path}) failed: {err}")
@@ -119,6 +136,7 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
         "from_tuning": sum(i.source == "tuning" for i in items),
         "reads_partitions": dg.MetadataValue.json(history.read),
         "method_cards_in_prompt": card_count,
+        "card_ideas": len(from_cards),
         "ideas_applying_a_card": sum(i.method_card is not None for i in items),
         "effective_ideas_in_prompt": len(effective), "earlier_ideas_in_prompt": len(history.tried),
         "analysis_in_prompt": history.analysis,

@@ -12,7 +12,7 @@ from assets.shared.naming import idea_id, snake, unique_name
 from resources.method_cards import applicable, card_text, load_cards, topic_kinds
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
-from schemas.llm_outputs import idea_list
+from schemas.llm_outputs import CardIdea, IdeaDraft, idea_list
 from schemas.records import (
     CarriedChange,
     ChainLink,
@@ -62,6 +62,7 @@ class History:
     tuning_ids: set[str] = field(default_factory=set)  # every tuning move's idea_id (kept or not)
     wins: list[Win] = field(default_factory=list)  # verified improvements, in round order: `carried_ideas`
     carried: set[str] = field(default_factory=set)  # the wins (idea_id) an earlier round carried over by a merge
+    cards: set[str] = field(default_factory=set)  # method cards (paper ids) that kept ideas of earlier rounds applied
 
     @property
     def effective(self) -> list[Feedback]:
@@ -106,6 +107,8 @@ def read_history(store: RecordStore | Store, topic: str, before_round: str) -> H
             if i.idea_id in knob_only:  # the LLM's idea was a move: the tuning source neither repeats its value
                 h.moves.append((i.name, knob_only[i.idea_id], verdicts[i.idea_id]))  # nor ignores its verdict
             h.tried.append(f"{i.name}: {i.title} ({status})")
+            if i.kept and i.method_card:
+                h.cards.add(i.method_card)
     return h
 
 
@@ -166,6 +169,54 @@ def shown_cards(papers: Sequence[PaperScore | RetrievedPaper | Paper | ChainLink
         if text:
             out.append((i, pid, text))
     return out
+
+
+def _same_family(library: str | None, code: str) -> bool:
+    """Whether a card's library call comes from a module the code already uses (sklearn.linear_model
+    for a ridge baseline and a lasso card): the tuning source's swaps explore that family already."""
+    if not library or "." not in library:
+        return False
+    module = library.rsplit(".", 1)[0]
+    return bool(re.search(rf"\b{re.escape(module)}\b", code))
+
+
+def card_choices(shown: Sequence[tuple[int, str, str]], code: str, tried: Collection[str], n: int,
+                 cards: dict | None = None) -> list[tuple[int, str, str]]:
+    """Up to n of the shown cards ((number, paper id, text), `shown_cards`) to apply this round, one
+    idea each: those no kept idea of an earlier round applied (`tried`), cards from a library family
+    the code does not use yet first, then in the papers' order."""
+    cards = load_cards() if cards is None else cards
+    left = [c for c in shown if c[1] not in tried]
+    same = {pid: _same_family(cards[pid].library if pid in cards else None, code) for _, pid, _ in left}
+    return sorted(left, key=lambda c: same[c[1]])[:n]
+
+
+def card_ideas(llm, head: tuple, chosen: Sequence[tuple[int, str, str]], kept_papers: Sequence, history: History,
+               topic: str, round_key: str, taken: set[str], data: str = "") -> tuple[list[Idea], list[str]]:
+    """One idea per chosen card (`card_choices`): the model writes how the card's method applies to
+    this code (prompts.apply_card; the requests share the task and the code, so on the local server
+    they go as `LLM.map` sends a shared prefix). Each idea records its card and cites its paper.
+    Returns the ideas, in the cards' order, and one error per card whose answer stayed unusable."""
+    def ask(c: tuple[int, str, str]):
+        number, pid, text = c
+        return llm.complete(prompts.apply_card(*head, text, history.tried, data=data), stage="ideas",
+                            schema=CardIdea, max_tokens=CARD_IDEA_TOKENS, item=pid)
+
+    results = llm.map(ask, list(chosen), shared_prefix=True)
+    drafts, errors = [], []
+    for (number, pid, _), res in zip(chosen, results):
+        if not res.ok:
+            errors.append(f"{pid}: {res.error}")
+            continue
+        v: CardIdea = res.value
+        drafts.append(IdeaDraft(Name=snake(v.Title, f"apply_{pid}")[:40].strip("_"), Title=v.Title,
+                                Experiment=v.Experiment, Summary=v.Summary, References=[number], Builds_on=[],
+                                method_card=pid, code_place=v.code_place))
+    return drafts_to_ideas(drafts, topic, round_key, kept_papers, history, taken=taken,
+                           cards=[pid for _, pid, _ in chosen]), errors
+
+
+CARD_IDEA_TOKENS = 350  # one card idea: four short fields
 
 
 def chosen_card(answer: str | None, papers: Sequence, shown: Collection[str]) -> str | None:

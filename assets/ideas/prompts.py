@@ -4,6 +4,7 @@ Both prompts start with the same head (task + code) so the server's prefix cache
 from collections.abc import Sequence
 
 from assets.ideas.angles import untried_angles
+from assets.shared.data_profile import data_section
 
 SYSTEM = ("You are an ambitious but practical ML researcher. You propose small, concrete "
           "changes to an existing experiment that could improve its main metric, and which "
@@ -78,6 +79,28 @@ def generate(title: str, description: str, metric: str, goal: str, code: str, pa
             + f"Propose {n} different ideas. "
             + FIELDS.format(refs="numbers of the papers that inspired it, may be empty")
             + (CARD_FIELDS if cards else ""))},
+    ]
+
+
+def apply_card(title: str, description: str, metric: str, goal: str, code: str, card: str, earlier: list[str],
+               data: str = "") -> list[dict]:
+    """One idea that applies one method card (`card`: its prompt paragraph, resources/method_cards.py
+    `card_text`) to this code, seen with its data (`data`: a data profile, may be empty). The same
+    head as `generate` (task + code), so the server's prefix cache reuses it across the cards."""
+    tried = "\n".join(f"- {e}" for e in earlier) or "(none yet)"
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": (
+            _head(title, description, metric, goal, code)
+            + data_section(data) + ("\n" if data.strip() else "")
+            + f"Ideas already tried on this task (do not repeat them):\n{tried}\n\n"
+            + f"{card}\n\n"
+            + "Apply this method to the experiment above, as one idea. Read the code first: where it already does "
+              "part of what the card says, change what it does not do yet. Keep the code's framework, its data "
+              "loading, its outputs and its metric. Answer with Title (what the change does), code_place (the "
+              "function, class or lines of this code that change), Experiment (what those lines become: the call "
+              "with its arguments, or the few new lines, and what else must change with them) and Summary (why "
+              f"it should {goal} {metric} on this data, in two sentences).")},
     ]
 
 

@@ -147,3 +147,89 @@ def test_the_patch_prompt_carries_the_card_of_the_idea():
     assert text.index("applies this method") < text.index("Planned changes")
     assert "applies this method" not in implement(*args)[-1]["content"]
     assert "applies this method" not in implement(*args, method_card="no_such_paper")[-1]["content"]
+
+
+# -- one idea per card ------------------------------------------------------------------------------
+
+class _Res:
+    def __init__(self, value=None, error=None):
+        self.value, self.error, self.ok = value, error, error is None
+
+
+class _CardLLM:
+    """Answers every card request with a CardIdea naming the card it was shown (a fake: no server);
+    the cards in `fail` get an unusable answer."""
+
+    def __init__(self, fail=()):
+        self.fail, self.asked = set(fail), []
+
+    def map(self, fn, items, shared_prefix=False):
+        assert shared_prefix  # the card requests share the task and the code
+        return [fn(x) for x in items]
+
+    def complete(self, messages, *, stage, schema, max_tokens, item):
+        from schemas.llm_outputs import CardIdea
+
+        self.asked.append((item, messages[-1]["content"]))
+        if item in self.fail:
+            return _Res(error="not valid JSON")
+        assert schema is CardIdea and stage == "ideas"
+        return _Res(CardIdea(Title=f"Apply {item} to the model", code_place="train()",
+                             Experiment=f"Call {item}'s library in train().", Summary="It suits tabular data."))
+
+
+CARD_CODE = "from sklearn.linear_model import Ridge\n\ndef train(X, y):\n    return Ridge().fit(X, y)\n"
+
+
+def test_the_cards_applied_are_untried_and_from_a_family_the_code_does_not_use_first():
+    from assets.ideas.generation import card_choices
+
+    shown = [(1, "tibshirani1996regression", "lasso"), (2, "chen2016xgboost", "boosting"),
+             (3, "grinsztajn2022why", "trees vs nets"), (4, "lundberg2017unified", "shap")]
+    cards = load_cards()
+    assert cards["tibshirani1996regression"].library.startswith("sklearn.linear_model.")
+    # the lasso card is of the ridge code's own family: it comes after the others
+    assert [pid for _, pid, _ in card_choices(shown, CARD_CODE, set(), 3)] == [
+        "chen2016xgboost", "grinsztajn2022why", "lundberg2017unified"]
+    assert [pid for _, pid, _ in card_choices(shown, CARD_CODE, {"chen2016xgboost"}, 4)] == [
+        "grinsztajn2022why", "lundberg2017unified", "tibshirani1996regression"]
+    assert card_choices(shown, CARD_CODE, set(), 0) == [] and card_choices([], CARD_CODE, set(), 3) == []
+
+
+def test_each_card_gets_its_own_request_and_its_idea_records_the_card():
+    from assets.ideas.generation import card_ideas
+
+    kept = [PaperScore(paper_id=pid, title=pid, relevance="n/a", attribute_match="n/a", score=9, kept=True,
+                       reason="r") for pid in ("arik2021tabnet", "chen2016xgboost", "grinsztajn2022why")]
+    chosen = [(2, "chen2016xgboost", "Method card chen2016xgboost (tabular data, regression): boost trees."),
+              (3, "grinsztajn2022why", "Method card grinsztajn2022why (tabular data, regression): use trees.")]
+    llm = _CardLLM(fail={"grinsztajn2022why"})
+    history = History(tried=["ridge_alpha: Tune alpha (maintenance)"])
+    ideas, errors = card_ideas(llm, HEAD, chosen, kept, history, "houses", "r1", set(), data="train.csv: 3 columns")
+    assert [i.method_card for i in ideas] == ["chen2016xgboost"]
+    idea = ideas[0]
+    assert idea.name == "apply_chen2016xgboost_to_the_model" and idea.code_place == "train()"
+    assert idea.inspired_by_papers == ["chen2016xgboost"] and idea.source == "ranking"
+    assert errors == ["grinsztajn2022why: not valid JSON"]
+    first = llm.asked[0][1]
+    # the task and the code first (the other idea requests' head), then the data, what was tried, one card
+    assert first.startswith(prompts.generate(*HEAD, [], [], [], 3)[-1]["content"].split("Reference papers")[0])
+    assert "train.csv: 3 columns" in first and "ridge_alpha: Tune alpha (maintenance)" in first
+    assert "Method card chen2016xgboost" in first and "grinsztajn2022why" not in first
+    assert "code_place" in first and "minimize rmse" in first
+
+
+def test_the_history_remembers_the_cards_kept_ideas_applied(tmp_path):
+    from assets.ideas.generation import read_history
+    from resources.store import Store
+
+    def filtered(name, card, kept):
+        return FilteredIdea(idea_id=f"t/r1/{name}", topic="t", round="r1", name=name, title=name, experiment="e",
+                            summary="s", method_card=card, max_similarity=0.0, independent=True, kept=kept)
+
+    store = Store(tmp_path)
+    store.write(to_frame([filtered("boost", "chen2016xgboost", True), filtered("lasso", "tibshirani1996regression",
+                                                                                False),
+                          filtered("plain", None, True)], FilteredIdea), "filtered_ideas", "t", "r1")
+    # a card whose idea the filters dropped was never tried: a later round may apply it
+    assert read_history(store, "t", "r2").cards == {"chen2016xgboost"}
