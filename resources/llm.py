@@ -502,9 +502,9 @@ class LLM(dg.ConfigurableResource):
         something (items answered without it, from the response cache or by a rule, do not count),
         and the rest at once: reading a prompt is compute-bound on its cores, so requests sent
         together before any of them is cached would each read the shared part; once one has been
-        answered its prompt is in the server's prompt cache, from which the other slots take the
-        shared part, and their answers decode as one batch. An endpoint of its own (remote) gets
-        them all at once."""
+        answered, the slot that answered it holds the shared part (each slot caches its own last
+        prompt, so another slot still reads it once), and the answers of the rest decode as one
+        batch. An endpoint of its own (remote) gets them all at once."""
         if self.concurrency() <= 1 or len(items) <= 1:
             return [fn(x) for x in items]
         first: list[T] = []
