@@ -31,6 +31,7 @@ bench/results/effectiveness.md is rendered from the record (only when the record
     python -m bench effectiveness [ARGS]                      # the same (make bench-effectiveness)
     FROM_RECORD=1 .venv/bin/python -m bench.effectiveness_bench   # re-render the section only
     .venv/bin/python -m bench.effectiveness_bench --merge a.json,b.json   # topics run side by side, one record
+    .venv/bin/python -m bench.effectiveness_bench --out R.json --resummarise   # R's run read again with this code
     .venv/bin/python -m bench.effectiveness_bench --dev-tasks   # the development tasks of bench/tasks/
                                                                   # (record: bench/records/effectiveness_dev_tasks.json)
 
@@ -220,6 +221,10 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
         f.tokens + f.shared_tokens for f in fb)
     timing = {k: v for k, v in (timing or {}).items() if not k.startswith("_")}
     n_kept = len(kept)
+    # the ideas the LLM proposed (every source but tuning): how many of the kept ones reached a metric,
+    # how many apply a method card, and how many verified improvements they made
+    llm_kept = [i for i in kept if i.source != "tuning"]
+    ran_ids = {r.idea_id for r in runs if r.status == "success"}
     row = {
         "topic": topic, "round": rk, "budget": budget,
         "proposed": len(ideas), "proposed_refill": sum(i.proposal > 0 for i in ideas), "proposals": n_props,
@@ -239,6 +244,10 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
         "improvements_by_source": dict(Counter(source_of.get(f.idea_id, "?") for f in fb
                                                if f.verdict == "improvement")),
         "kept_by_source": dict(Counter(i.source for i in kept)),
+        "kept_llm": len(llm_kept), "kept_llm_ran": sum(i.idea_id in ran_ids for i in llm_kept),
+        "kept_llm_card": sum(bool(i.method_card) for i in llm_kept),
+        "improvements_llm": sum(f.verdict == "improvement" and source_of.get(f.idea_id, "tuning") != "tuning"
+                                for f in fb),
         "reference": fb[0].reference if fb else None,
         "full_budget": n_kept >= budget and len(fb) >= budget,
         "baseline": _r(fb[0].baseline_value) if fb else None,
@@ -260,6 +269,7 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
     raw = {
         "topic": topic, "round": rk,
         "ideas": [{"idea_id": i.idea_id, "title": i.title, "experiment": i.experiment, "source": i.source,
+                   "method_card": i.method_card, "code_place": i.code_place,
                    "proposal": i.proposal, "kept": i.kept, "drop_reason": i.drop_reason,
                    "max_similarity": _r(i.max_similarity, 4), "novel": i.novel,
                    "arena_rating": i.arena_rating, "arena_rank": i.arena_rank} for i in ideas],
@@ -296,8 +306,13 @@ def topic_goals(rows: list[dict], rounds: int) -> dict:
     patches = sum(r["patches"] for r in rows)
     no_op = sum(r["no_op"] for r in rows)
     shares = [r["overhead_share"] for r in rows if r.get("overhead_share") is not None]
+    llm_kept = sum(r.get("kept_llm", 0) for r in rows)
     return {"rounds_done": len(rows), "rounds_asked": rounds,
             "verified_improvements": sum(r["verified_improvements"] for r in rows),
+            "improvements_llm": sum(r.get("improvements_llm", 0) for r in rows),
+            "kept_llm": llm_kept,
+            "llm_ran_share": round(sum(r.get("kept_llm_ran", 0) for r in rows) / llm_kept, 4) if llm_kept else None,
+            "llm_card_share": round(sum(r.get("kept_llm_card", 0) for r in rows) / llm_kept, 4) if llm_kept else None,
             "improvement_reached": any(r["verified_improvements"] for r in rows),
             "no_op_share": round(no_op / patches, 4) if patches else None,
             "no_op_goal_met": patches > 0 and no_op / patches <= NO_OP_GOAL,
@@ -395,8 +410,9 @@ def render(rec: dict) -> str:
                 f"{_f(r.get('wall_s'), '{:.0f}')} | {_f(r.get('llm_s'), '{:.0f}')} | "
                 f"{_f(r.get('experiment_s'), '{:.0f}')} | {over} |")
     goals = ["| topic | rounds | verified improvements (by idea source) | >= 1 within the rounds | "
+             "kept LLM ideas: run to a metric (goal >= 60%) | kept LLM ideas applying a method card | "
              "no-op share (goal <= 20%) | every round tested its budget | max overhead share (goal <= 5%) | "
-             "CLI exit |", "|---" * 8 + "|"]
+             "CLI exit |", "|---" * 10 + "|"]
     for t in rec["topics"]:
         g = t["goals"]
         by_source = Counter()
@@ -405,7 +421,8 @@ def render(rec: dict) -> str:
         sources = f" ({', '.join(f'{k}: {v}' for k, v in sorted(by_source.items()))})" if by_source else ""
         goals.append(f"| {t['topic']} | {g['rounds_done']}/{g['rounds_asked']} | "
                      f"{g['verified_improvements']}{sources} | "
-                     f"{'yes' if g['improvement_reached'] else 'no'} | {_f(g['no_op_share'], '{:.0%}')} | "
+                     f"{'yes' if g['improvement_reached'] else 'no'} | {_llm_share(g, 'llm_ran_share')} | "
+                     f"{_llm_share(g, 'llm_card_share')} | {_f(g['no_op_share'], '{:.0%}')} | "
                      f"{'yes' if g['full_budget_every_round'] else 'no'} | {_f(g['max_overhead_share'], '{:.0%}')} | "
                      f"{t['run'].get('exit_code')} |")
     return "\n".join([
@@ -429,6 +446,33 @@ def render(rec: dict) -> str:
     ])
 
 
+def _llm_share(g: dict, key: str) -> str:
+    """A share of the kept LLM ideas with its count ("3/5 (60%)"); blank for a record without it."""
+    if g.get(key) is None:
+        return ""
+    return f"{round(g[key] * g['kept_llm'])}/{g['kept_llm']} ({g[key]:.0%})"
+
+
+def resummarise(rec: dict) -> dict:
+    """A record's topics read again from its work folder's stores and logs with this code's summary (a
+    run made by an earlier commit, whose record lacks fields added since); its runs are kept as they
+    were. The work folder must still exist."""
+    import dagster as dg
+
+    work = Path(rec["work"])
+    home = work / "dagster_home"
+    os.environ["DAGSTER_HOME"] = str(home)
+    instance = dg.DagsterInstance.get()
+    spans = read_spans(work / "timing.jsonl")
+    topics = []
+    for t in rec["topics"]:
+        timings = work / f"{t['topic']}.timings.json"
+        run = {**t["run"], "timings": json.loads(timings.read_text()) if timings.exists() else None}
+        topics.append(summarise_topic(t["topic"], rec["rounds"], RecordStore(root=str(home / "records")), instance,
+                                      run, spans))
+    return {**rec, "topics": topics}
+
+
 def _ci_abs(ci) -> str:
     return "" if not ci or ci[0] is None else f" [{ci[0]:.4f}, {ci[1]:.4f}]"
 
@@ -450,6 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=float, default=6.0, help="give up on a topic after this long")
     ap.add_argument("--merge", default="", help="comma-separated records of earlier runs (one topic each, run side "
                     "by side): write their topics as one record to --out and render it; runs nothing")
+    ap.add_argument("--resummarise", action="store_true", help="read the record's topics again from its work "
+                    "folder with this code (a run by an earlier commit) and write it back; runs nothing")
     ap.add_argument("--page", default="", help="the page to write the section into (default: "
                     "bench/results/effectiveness.md when --out is the default record or --section is given, else none)")
     ap.add_argument("--section", default="", help=f"the section's name (default: {SECTION}); a record written "
@@ -461,6 +507,9 @@ def main(argv: list[str] | None = None) -> int:
     page = Path(args.page) if args.page else (page_path(SECTION) if default_out or args.section else None)
     if args.merge:  # topics run as separate benchmarks (one process each), in one record
         rec = merge_records([json.loads(Path(f).read_text()) for f in args.merge.split(",")])
+        out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
+    elif args.resummarise:
+        rec = resummarise(json.loads(out.read_text()))
         out.write_text(json.dumps(rec, indent=1, default=str) + "\n")
     elif os.environ.get("FROM_RECORD") == "1":
         rec = json.loads(out.read_text())

@@ -134,6 +134,35 @@ def test_counts_on_hand_made_records():
     assert [p["drafts"][0]["status"] for p in raw["patches"]] == ["no_op", "ok"]
 
 
+def test_the_kept_llm_ideas_that_reach_a_metric_or_apply_a_card_are_counted_apart_from_tuning():
+    from bench.effectiveness_bench import summarise_round, topic_goals
+    from schemas.records import Feedback, FilteredIdea, RunResult
+
+    def idea(name, source, card=None):
+        return FilteredIdea(idea_id=f"t/r1/{name}", topic="t", round="r1", name=name, title=name, experiment="x",
+                            summary="x", max_similarity=0.1, independent=True, kept=True, source=source,
+                            method_card=card)
+
+    ideas = [idea("boost", "ranking", "chen2016xgboost"), idea("plain", "ranking"), idea("move", "tuning"),
+             idea("chain", "chains", "grinsztajn2022why")]
+    runs = [RunResult(idea_id="t/r1/boost", status="success", metric_value=0.9),
+            RunResult(idea_id="t/r1/plain", status="failed", reason="KeyError"),
+            RunResult(idea_id="t/r1/move", status="success", metric_value=0.8),
+            RunResult(idea_id="t/r1/chain", status="success", metric_value=0.7)]
+    def won(name, value):
+        return Feedback(idea_id=f"t/r1/{name}", name=name, title=name, summary="s", verdict="improvement",
+                        reason="r", metric_value=value, baseline_value=0.5, effective=True)
+
+    fb = [won("boost", 0.9), won("move", 0.8)]
+    recs = {"ideas": ideas, "plans": [], "patches": [], "runs": runs, "feedback": fb, "best": []}
+    row, raw = summarise_round(recs, topic="t", rk="r1", goal="maximize", budget=4)
+    assert (row["kept_llm"], row["kept_llm_ran"], row["kept_llm_card"], row["improvements_llm"]) == (3, 2, 2, 1)
+    assert raw["ideas"][0]["method_card"] == "chen2016xgboost"
+    g = topic_goals([row, {**row, "kept_llm": 1, "kept_llm_ran": 0, "kept_llm_card": 0}], 2)
+    assert (g["kept_llm"], g["llm_ran_share"], g["llm_card_share"], g["improvements_llm"]) == (4, 0.5, 0.5, 2)
+    assert topic_goals([{**row, "kept_llm": 0, "kept_llm_ran": 0, "kept_llm_card": 0}], 1)["llm_ran_share"] is None
+
+
 def test_covered_seconds_counts_overlaps_once():
     spans = [{"start": 0.0, "seconds": 4.0}, {"start": 2.0, "seconds": 4.0}, {"start": 10.0, "seconds": 1.0},
              {"start": 20.0, "seconds": 5.0}]
