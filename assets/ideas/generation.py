@@ -303,12 +303,20 @@ def drafts_to_ideas(drafts, topic: str, round_key: str,
         refs = [kept_papers[i - 1].paper_id for i in d.References if 1 <= i <= len(kept_papers)]
         builds = [history.ids[n] for n in (snake(b.split(":")[0]) for b in d.Builds_on) if n in history.ids]
         out.append(Idea(idea_id=idea_id(topic, round_key, name), topic=topic, round=round_key, name=name,
-                        title=d.Title.strip(), experiment=d.Experiment.strip(), summary=d.Summary.strip(),
+                        title=d.Title.strip(), experiment=experiment_text(d), summary=d.Summary.strip(),
                         source=source, inspired_by_papers=list(dict.fromkeys(refs)),
                         builds_on_ideas=list(dict.fromkeys(builds)), source_papers=shown,
                         method_card=chosen_card(d.method_card, kept_papers, cards),
                         code_place=(d.code_place or "").strip() or None))
     return out
+
+
+def experiment_text(d) -> str:
+    """The idea's Experiment, or its Summary when the Experiment is no description of a change (a small
+    model sometimes writes a file name or one word there, e.g. "model"), so the plan and the patch
+    are asked for the change the idea describes."""
+    experiment, summary = d.Experiment.strip(), d.Summary.strip()
+    return summary if len(experiment.split()) < 3 and len(summary.split()) > len(experiment.split()) else experiment
 
 
 LLM_SOURCES = ("ranking", "scipip", "chains", "brainstorm")  # the sources that ask the LLM (refills ask like them)

@@ -233,3 +233,15 @@ def test_the_history_remembers_the_cards_kept_ideas_applied(tmp_path):
                           filtered("plain", None, True)], FilteredIdea), "filtered_ideas", "t", "r1")
     # a card whose idea the filters dropped was never tried: a later round may apply it
     assert read_history(store, "t", "r2").cards == {"chen2016xgboost"}
+
+
+def test_an_experiment_that_describes_no_change_gives_way_to_the_summary():
+    kept = [PaperScore(paper_id="chen2016xgboost", title="x", relevance="n/a", attribute_match="n/a", score=9,
+                       kept=True, reason="r")]
+    drafts = [IdeaDraft(Name="a", Title="Boost", Experiment="model", Summary="Replace the ridge by boosted trees."),
+              IdeaDraft(Name="b", Title="Boost", Experiment="train_features.csv", Summary="Use boosted trees."),
+              IdeaDraft(Name="c", Title="Boost", Experiment="Swap Ridge for HistGradientBoostingRegressor in fit().",
+                        Summary="Trees.")]
+    ideas = drafts_to_ideas(drafts, "houses", "r1", kept, History())
+    assert [i.experiment for i in ideas] == ["Replace the ridge by boosted trees.", "Use boosted trees.",
+                                             "Swap Ridge for HistGradientBoostingRegressor in fit()."]
