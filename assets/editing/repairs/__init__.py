@@ -9,6 +9,7 @@ from __future__ import annotations
 from assets.editing.repairs import (
     class_count,
     closest_name,
+    extra_positional,
     feature_matrix,
     forgotten_import,
     input_dtype,
@@ -28,7 +29,7 @@ from assets.editing.repairs.base import Candidate, Failure, Rule
 
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
-    keyword, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list,
+    keyword, extra_positional, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list,
     input_dtype, feature_matrix, class_count, view_size))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]

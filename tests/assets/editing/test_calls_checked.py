@@ -336,3 +336,42 @@ def test_one_feature_given_as_a_column_is_made_a_matrix():
     assert "baseline.fit(train_df[['proline']], y_train)" in s.code
     s = suggested_fix(FEATURES, _failed("ValueError: Expected 2D array, got 1D array instead:", 3), "x.py")
     assert "baseline.score(X_test[:, 0].reshape(-1, 1), y_test)" in s.code
+
+
+RIDGE_TO_TREES = textwrap.dedent("""\
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    ALPHAS = [0.1, 1.0]
+
+
+    def model():
+        # the edit: boosted trees need no penalty
+        return GradientBoostingRegressor(n_estimators=10)
+
+
+    scores = {a: model(a) for a in ALPHAS}
+    """)
+
+
+def test_a_function_the_edit_left_without_a_parameter_its_callers_pass_takes_the_extra_ones():
+    error = "TypeError: model() takes 0 positional arguments but 1 was given"
+    s = suggested_fix(RIDGE_TO_TREES, _failed(error, 11), "x.py")
+    assert s is not None and s.rule == "extra_positional" and s.sure
+    assert "def model(*_unused):\n    # the edit: boosted trees need no penalty\n" in s.code
+    namespace: dict = {}
+    exec(compile(s.code, "x.py", "exec"), namespace)  # the callers' alpha is accepted and ignored
+    assert set(namespace["scores"]) == {0.1, 1.0}
+    # a method, a signature over several lines, annotations and keyword-only parameters
+    method = ("class Net:\n    def forward(self,\n                x: int = 1, *, y=2) -> int:\n"
+              "        return x\n\n\nNet().forward(1, 2)\n")
+    s = suggested_fix(method, _failed("TypeError: Net.forward() takes from 1 to 2 positional arguments but 3 were "
+                                      "given", 7), "x.py")
+    assert s is None  # "from 1 to 2" is another wording: not read
+    s = suggested_fix(method.replace("x: int = 1, ", ""), _failed(
+        "TypeError: Net.forward() takes 1 positional argument but 2 were given", 7), "x.py")
+    assert s is not None and "    def forward(self, *_unused, y=2) -> int:\n        return x\n" in s.code
+    # nothing to do: fewer given than taken, the function already takes *args, or it is not defined here
+    assert suggested_fix(RIDGE_TO_TREES, _failed("TypeError: model() takes 2 positional arguments but 1 was given",
+                                                 11), "x.py") is None
+    assert suggested_fix(RIDGE_TO_TREES.replace("def model():", "def model(*a):"), _failed(error, 11), "x.py") is None
+    assert suggested_fix(RIDGE_TO_TREES, _failed(error.replace("model", "other"), 11), "x.py") is None
