@@ -131,6 +131,26 @@ def effectiveness_new_topics() -> Figure:
     return Figure(q, answer, sample, [paths[s] for s in recs], list(recs))
 
 
+def effectiveness_dev_tasks() -> Figure:
+    q = "... and do the LLM's own ideas (not tuning) improve tasks of other kinds?"
+    path = "bench/records/effectiveness_dev_tasks.json"
+    rec = _load(path)
+    if rec is None:
+        return _missing(q, path, "effectiveness_dev_tasks", "`python -m bench effectiveness --dev-tasks`")
+    ts = rec["topics"]
+    per = ", ".join(f"{t['topic']} {t['goals']['verified_improvements']} (LLM {t['goals'].get('improvements_llm', 0)})"
+                    f" in {t['goals']['rounds_done']} round(s)" for t in ts)
+    kept = sum(t["goals"].get("kept_llm", 0) for t in ts)
+    ran = sum(round((t["goals"].get("llm_ran_share") or 0) * t["goals"].get("kept_llm", 0)) for t in ts)
+    card = sum(round((t["goals"].get("llm_card_share") or 0) * t["goals"].get("kept_llm", 0)) for t in ts)
+    won = sum(bool(t["goals"].get("improvements_llm")) for t in ts)
+    answer = (f"verified improvements: {per}; tasks with an LLM-idea win: {won} of {len(ts)}; kept LLM ideas that "
+              f"ran to a metric: {ran}/{kept}" + (f" ({ran / kept:.0%})" if kept else "")
+              + f", applying a method card: {card}/{kept}; model `{rec['model']}`")
+    return Figure(q, answer, "in-sample (the development tasks shaped the changes)", [path],
+                  ["effectiveness_dev_tasks"])
+
+
 def round_time() -> Figure:
     q, path = "How long does a round take?", "bench/records/effectiveness.json"
     rec = _load(path)
@@ -251,7 +271,7 @@ def verdicts() -> Figure:
                   _sample_word("verdicts"), [path], ["verdicts"])
 
 
-HEADLINE = (effectiveness, effectiveness_new_topics, round_time, make_bench, sandbox_safety, sandbox_cost, ranking,
+HEADLINE = (effectiveness, effectiveness_new_topics, effectiveness_dev_tasks, round_time, make_bench, sandbox_safety, sandbox_cost, ranking,
             repair, debug_scripts, verdicts)
 
 
