@@ -136,7 +136,7 @@ def effectiveness_dev_tasks() -> Figure:
     path = "bench/records/effectiveness_dev_tasks.json"
     rec = _load(path)
     if rec is None:
-        return _missing(q, path, "effectiveness_dev_tasks", "`python -m bench effectiveness --dev-tasks`")
+        return _missing(q, path, "effectiveness", "`python -m bench effectiveness --dev-tasks`")
     ts = rec["topics"]
     per = ", ".join(f"{t['topic']} {t['goals']['verified_improvements']} (LLM {t['goals'].get('improvements_llm', 0)})"
                     f" in {t['goals']['rounds_done']} round(s)" for t in ts)
