@@ -271,8 +271,8 @@ def verdicts() -> Figure:
                   _sample_word("verdicts"), [path], ["verdicts"])
 
 
-HEADLINE = (effectiveness, effectiveness_new_topics, effectiveness_dev_tasks, round_time, make_bench, sandbox_safety, sandbox_cost, ranking,
-            repair, debug_scripts, verdicts)
+HEADLINE = (effectiveness, effectiveness_new_topics, effectiveness_dev_tasks, round_time, make_bench, sandbox_safety,
+            sandbox_cost, ranking, repair, debug_scripts, verdicts)
 
 
 # -- RESULTS.md --------------------------------------------------------------------------------------
