@@ -45,6 +45,7 @@ class Suggestion:
     rule: str  # the name of the rule that made it (assets/editing/repairs/ RULES)
     # the message (or the callee's signature) names this fix: tried before the LLM's, not after
     sure: bool = False
+    early: bool = False  # a guess tried before the LLM's fix all the same (repairs.base.Candidate)
 
 
 def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | None = None) -> Suggestion | None:
@@ -65,5 +66,5 @@ def suggested_fix(code: str, failed: Attempt, code_file: str, folder: Path | Non
         if found.code == code or check_compiles(found.code, code_file) is not None:
             return None
         return Suggestion(code=found.code, diff=unified_diff(code, found.code, code_file), what=found.what,
-                          sure=found.sure, rule=rule.name)
+                          sure=found.sure, early=found.early, rule=rule.name)
     return None

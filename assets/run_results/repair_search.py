@@ -268,7 +268,8 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm=None,
 
     The search, per failure: the LLM's fix first; then the interpreter's own suggestion
     ("Did you mean: 'x'?", applied at the failing line without the LLM, see
-    assets/editing/suggestions.py) when the policy's `suggestions` is on; then the LLM again
+    assets/editing/suggestions.py) when the policy's `suggestions` is on (before the LLM's fix
+    when it is sure or an early guess); then the LLM again
     (sampled, told which fixes were already run and what they did). A candidate that succeeds
     ends the search; one that gets further (a different error) becomes the failure to fix next;
     one that fails with the same error, or breaks the script (a new name/attribute/import error
@@ -332,9 +333,10 @@ def run_with_repair(spec: TopicSpec | RunTarget, code: str, *, runner, llm=None,
         if suggestions and failed.attempt not in hints:
             hints[failed.attempt] = suggested_fix(source, failed, target.code_file, target.folder)
         hint = hints.get(failed.attempt)
-        # a sure suggestion (the message or a library names the fix) before the LLM; a guessed one
-        # after the LLM's first fix; alone without an LLM
-        if suggestions and not suggested and (llm is None or llm_asks >= 1 or (hint is not None and hint.sure)):
+        # a sure suggestion (the message or a library names the fix) before the LLM, and an early guess
+        # (it only makes sizes agree); another guess after the LLM's first fix; alone without an LLM
+        if suggestions and not suggested and (llm is None or llm_asks >= 1
+                                              or (hint is not None and (hint.sure or hint.early))):
             suggested = True
             if hint is None or program_hash(hint.code) in ran:
                 continue

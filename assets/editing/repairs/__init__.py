@@ -9,18 +9,21 @@ from __future__ import annotations
 from assets.editing.repairs import (
     class_count,
     closest_name,
+    concat_dim,
     extra_positional,
     feature_matrix,
     forgotten_import,
     input_dtype,
     interpreter,
     keyword,
+    linear_in,
     missing_folder,
     missing_import,
     module_list,
     moved_import,
     parameter_value,
     shadowed_import,
+    split_names,
     target_dtype,
     task_sibling,
     view_size,
@@ -30,7 +33,7 @@ from assets.editing.repairs.base import Candidate, Failure, Rule
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
     keyword, extra_positional, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list,
-    input_dtype, feature_matrix, class_count, view_size))
+    input_dtype, feature_matrix, class_count, view_size, linear_in, concat_dim, split_names))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

@@ -4,6 +4,7 @@ hint and the wrong name the message is about), the edit it returns (`Candidate`)
 in the registry (`Rule`)."""
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,6 +66,10 @@ class Candidate:
     code: str
     what: str  # e.g. "line 5: factr -> factor (the interpreter's suggestion)"
     sure: bool = True  # the message or a library names the fix: tried before the LLM's, not after
+    # a guess that only makes sizes, counts or names agree with what the run saw, removing nothing an
+    # edit added: one run (seconds) checks it, against an LLM answer's minute, and an LLM fix that
+    # gets further elsewhere would leave it untried, so it too goes before the LLM's
+    early: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,3 +86,36 @@ def replace_on_line(code: str, node, text: str) -> str:
     raw = lines[node.lineno - 1].encode()
     lines[node.lineno - 1] = (raw[:node.col_offset] + text.encode() + raw[node.end_col_offset:]).decode()
     return "".join(lines)
+
+
+FRAME_HEAD = re.compile(r"^  \S+:(?P<line>\d+) in \S+$")
+VALUE_LINE = re.compile(r"^    (?P<name>[A-Za-z_][\w.]*) = (?P<about>.*)$")
+SHAPE = re.compile(r"shape \[(?P<dims>[\d, ]*)\]")
+
+
+def frame_values(notes: str) -> dict[str, str]:
+    """The innermost frame's locals from the values at the crash (the block the sandbox's hook
+    printed, carried in an attempt's error notes): name -> what the hook said about it; {} when
+    the notes hold no such block."""
+    values: dict[str, str] = {}
+    inside = False
+    for line in notes.splitlines():
+        if FRAME_HEAD.match(line):
+            if inside:
+                break
+            inside = True
+        elif inside and (m := VALUE_LINE.match(line)):
+            values.setdefault(m["name"], m["about"])
+    return values
+
+
+def shape_of(about: str) -> list[int] | None:
+    """The shape in a tensor's or array's description ("torch tensor, shape [64, 32], float32")."""
+    m = SHAPE.search(about)
+    return [int(d) for d in m["dims"].split(",") if d.strip()] if m else None
+
+
+def calls_on_line(tree: ast.AST, line: int) -> list[ast.Call]:
+    """The calls whose source spans `line`, innermost (shortest) first."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return sorted(calls, key=lambda c: ((c.end_lineno or c.lineno) - c.lineno, (c.end_col_offset or 0) - c.col_offset))

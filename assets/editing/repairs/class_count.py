@@ -1,15 +1,19 @@
 """A class count one short ("Target 9 is out of bounds": a label equals the number of classes the
 model outputs): the name that held that count where the run failed (read from the values at the
-crash, tracebacks.crash_values) is assigned one more. A guess, never sure: the labels could as
-well be the thing to change, so the LLM's fix runs first."""
+crash, tracebacks.crash_values) is assigned one more; for a one-hot encoding ("Class values must
+be smaller than num_classes") the count it is given becomes the labels' largest value + 1, the
+range the values at the crash show. A guess, never sure (the labels could as well be the thing to
+change), but an early one: it only makes a count agree with the labels."""
 from __future__ import annotations
 
 import ast
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule, replace_on_line
+from assets.editing.repairs.base import Candidate, Failure, Rule, calls_on_line, frame_values, replace_on_line
 
 OUT_OF_BOUNDS = re.compile(r"Target (?P<t>\d+) is out of bounds")
+ONE_HOT = "Class values must be smaller than num_classes"
+MAX = re.compile(r"int\d+, min -?\d+, max (?P<max>\d+)")
 INT_VALUE = re.compile(r"^\s{4}(?P<name>[A-Za-z_]\w*) = (?P<v>-?\d+)$", re.M)
 
 
@@ -38,12 +42,41 @@ def one_more(code: str, values: str, target: int) -> tuple[str, str] | None:
     return None
 
 
+def one_hot_count(code: str, line: int, values: dict[str, str]) -> tuple[str, str] | None:
+    """For a one-hot encoding on `line` given a class count below its labels' largest value + 1
+    (the labels' range read from the values at the crash): the count made that."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for call in calls_on_line(tree, line):
+        if not ast.unparse(call.func).endswith("one_hot") or not call.args:
+            continue
+        count = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords
+                                                               if k.arg == "num_classes"), None)
+        top = MAX.search(values.get(ast.unparse(call.args[0]), ""))
+        if count is None or top is None:
+            continue
+        needed = int(top["max"]) + 1
+        if isinstance(count, ast.Name):
+            found = one_more(code, f"    {count.id} = {needed - 1}", needed - 1)
+            if found is not None:
+                return found
+        elif isinstance(count, ast.Constant) and count.lineno == count.end_lineno:
+            return (replace_on_line(code, count, str(needed)),
+                    f"line {count.lineno}: num_classes {count.value} -> {needed} (the labels reach {needed - 1})")
+    return None
+
+
 def apply(f: Failure) -> Candidate | None:
+    if ONE_HOT in f.error and f.frame is not None:
+        found = one_hot_count(f.code, f.frame.line, frame_values(f.failed.error_notes))
+        return Candidate(*found, sure=False, early=True) if found is not None else None
     m = OUT_OF_BOUNDS.search(f.error)
     if m is None or not f.failed.error_notes:
         return None
     found = one_more(f.code, f.failed.error_notes, int(m["t"]))
-    return Candidate(*found, sure=False) if found is not None else None
+    return Candidate(*found, sure=False, early=True) if found is not None else None
 
 
 RULE = Rule("class_count", "a label out of bounds of the classes: the count that equals it, one more (a guess)",

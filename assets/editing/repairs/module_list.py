@@ -1,8 +1,10 @@
 """An optimizer given no parameters ("optimizer got an empty parameter list") because a module
-keeps its layers in a plain Python list or dict (`self.layers = [nn.Linear(...) for ...]`), which
-PyTorch does not register: that list becomes `nn.ModuleList(...)` (a dict `nn.ModuleDict(...)`).
-Only attributes of classes whose bases name a Module, and only lists whose items build layers
-(calls into `nn` / `torch.nn`), are changed; the message and the shape of the code name the fix,
+keeps its layers in a plain Python list or dict (`self.layers = [nn.Linear(...) for ...]`, or
+`self.layers = []` filled by `self.layers.append(nn.Linear(...))`), which PyTorch does not
+register: that list becomes `nn.ModuleList(...)` (a dict `nn.ModuleDict(...)`). Only attributes
+of classes whose bases name a Module, and only lists whose items build layers (calls into `nn` /
+`torch.nn` or into a Module class of the file, directly or through a name the class binds) are
+changed; the message and the shape of the code name the fix,
 so it is sure."""
 from __future__ import annotations
 
@@ -20,6 +22,41 @@ def _is_module_class(node: ast.ClassDef) -> bool:
 def _builds_layers(value: ast.expr) -> bool:
     calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)]
     return any(ast.unparse(c.func).startswith(("nn.", "torch.nn.")) for c in calls)
+
+
+FILLS = ("append", "extend", "insert", "update", "setdefault")
+
+
+def _filled_with_layers(cls: ast.ClassDef, attr: str, modules: set[str]) -> bool:
+    """Whether the class puts layers into `self.<attr>` after making it (append, extend, insert,
+    update, item assignment or +=)."""
+    def held(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name)
+                and node.value.id == "self")
+
+    bound: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    bound.setdefault(t.id, []).append(node.value)
+
+    def layers(value: ast.expr) -> bool:
+        if _builds_layers(value) or any(isinstance(c, ast.Call) and ast.unparse(c.func) in modules
+                                        for c in ast.walk(value)):
+            return True
+        return isinstance(value, ast.Name) and any(layers(v) for v in bound.get(value.id, []) if v is not value)
+
+    for node in ast.walk(cls):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLS
+                and held(node.func.value) and any(layers(a) for a in node.args)):
+            return True
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and held(t.value) for t in node.targets)
+                and layers(node.value)):
+            return True
+        if isinstance(node, ast.AugAssign) and held(node.target) and layers(node.value):
+            return True
+    return False
 
 
 def _nn_name(tree: ast.Module) -> str:
@@ -42,16 +79,20 @@ def registered_layers(code: str) -> tuple[str, str] | None:
         return None
     nn = _nn_name(tree)
     found: list[tuple[ast.expr, str, str]] = []
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and _is_module_class(n)):
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and _is_module_class(n)]
+    modules = {c.name for c in classes}
+    for cls in classes:
         for node in ast.walk(cls):
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
                 continue
             t, v = node.targets[0], node.value
             if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
                 continue
-            wrapper = "ModuleList" if isinstance(v, (ast.List, ast.ListComp)) else (
-                "ModuleDict" if isinstance(v, (ast.Dict, ast.DictComp)) else None)
-            if wrapper and _builds_layers(v) and v.end_col_offset is not None:
+            maker = ast.unparse(v.func) if isinstance(v, ast.Call) and not v.args and not v.keywords else ""
+            wrapper = "ModuleList" if isinstance(v, (ast.List, ast.ListComp)) or maker == "list" else (
+                "ModuleDict" if isinstance(v, (ast.Dict, ast.DictComp)) or maker == "dict" else None)
+            if (wrapper and (_builds_layers(v) or _filled_with_layers(cls, t.attr, modules))
+                    and v.end_col_offset is not None):
                 found.append((v, f"self.{t.attr}", wrapper))
     if not found:
         return None

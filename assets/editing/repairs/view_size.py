@@ -1,7 +1,7 @@
 """A view or reshape whose sizes no longer fit its tensor ("shape '[64, 1, 32]' is invalid for
 input of size 1216": a fixed batch size meets the last, smaller batch): on the failing line, the
 one size that can be inferred is given as -1 (the first such, the batch dimension first), where the
-other sizes divide the tensor's element count. A guess, never sure: the LLM's fix runs first."""
+other sizes divide the tensor's element count. A guess, never sure, but an early one: it only makes sizes agree."""
 from __future__ import annotations
 
 import ast
@@ -44,7 +44,7 @@ def apply(f: Failure) -> Candidate | None:
         return None
     shape = [int(x) for x in m["shape"].split(",")]
     found = inferred_size(f.code, f.frame.line, shape, int(m["size"]))
-    return Candidate(*found, sure=False) if found is not None else None
+    return Candidate(*found, sure=False, early=True) if found is not None else None
 
 
 RULE = Rule("view_size", "a view whose sizes do not fit its tensor: the size that divides it made -1 (a guess)",

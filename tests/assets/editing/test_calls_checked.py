@@ -375,3 +375,145 @@ def test_a_function_the_edit_left_without_a_parameter_its_callers_pass_takes_the
                                                  11), "x.py") is None
     assert suggested_fix(RIDGE_TO_TREES.replace("def model():", "def model(*a):"), _failed(error, 11), "x.py") is None
     assert suggested_fix(RIDGE_TO_TREES, _failed(error.replace("model", "other"), 11), "x.py") is None
+
+
+HEADS = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    class Net(nn.Module):
+        def __init__(self, hidden=64):
+            super().__init__()
+            self.fc1 = nn.Linear(8, hidden)
+            self.fc2 = nn.Linear(hidden, hidden // 2)
+            self.out = nn.Linear(hidden, 2)
+        def forward(self, x):
+            h = self.fc2(self.fc1(x))
+            return self.out(h)
+    model = Net()
+    y = model(torch.zeros(4, 8))
+""")
+
+
+def test_a_linear_layer_fed_another_width_takes_the_width_it_gets():
+    err = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x32 and 64x2)"
+    s = suggested_fix(HEADS, _failed(err, 11, "forward"), "x.py")
+    assert s is not None and s.rule == "linear_in" and not s.sure and s.early
+    assert "self.out = nn.Linear(32, 2)\n" in s.code and "self.fc2 = nn.Linear(hidden, hidden // 2)\n" in s.code
+    namespace: dict = {}
+    exec(compile(s.code, "x.py", "exec"), namespace)
+    assert tuple(namespace["y"].shape) == (4, 2)
+    # a container of layers on the failing line: the one layer built with the sizes the message shows
+    seq = ("import torch.nn as nn\nnet = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(32, 3))\n"
+           "out = net(x)\n")
+    s = suggested_fix(seq, _failed("RuntimeError: mat1 and mat2 shapes cannot be multiplied (5x16 and 32x3)", 3),
+                      "x.py")
+    assert s is not None and "nn.Linear(16, 3))" in s.code and "nn.Linear(8, 16)" in s.code
+    # two layers could be meant: no guess
+    two = seq.replace("nn.Linear(8, 16)", "nn.Linear(32, 16)").replace("nn.Linear(32, 3)", "nn.Linear(32, 3)")
+    assert suggested_fix(two.replace("(32, 3)", "(32, 16)"),
+                         _failed("RuntimeError: mat1 and mat2 shapes cannot be multiplied (5x16 and 32x16)", 3),
+                         "x.py") is None
+
+
+JOINS = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    def forward(h, stats):
+        return torch.cat([h, stats], dim=0)
+    a, b = np.zeros((4, 2)), np.ones((4, 3))
+    x = np.concatenate([a, b])
+""")
+
+
+def test_parts_joined_along_the_wrong_dimension_are_joined_along_the_one_they_differ_in():
+    notes = ("- The values the run saw where it failed (innermost frame first):\n  x.py:4 in forward\n"
+             "    h = torch tensor, shape [64, 8, 32], float32\n    stats = torch tensor, shape [64, 8, 3], float32\n")
+    err = "RuntimeError: Sizes of tensors must match except in dimension 0. Expected size 8 but got size 8"
+    failed = _failed(err, 4, "forward").model_copy(update={"error_notes": notes})
+    s = suggested_fix(JOINS, failed, "x.py")
+    assert s is not None and s.rule == "concat_dim" and s.early
+    assert "torch.cat([h, stats], dim=2)" in s.code  # the shapes differ only in their last dimension
+    # no shapes seen: the other of the first two dimensions
+    assert "torch.cat([h, stats], dim=1)" in suggested_fix(JOINS, _failed(err, 4, "forward"), "x.py").code
+    # NumPy's message, its default axis: the keyword is added
+    err = ("ValueError: all the input array dimensions except for the concatenation axis must match exactly, but "
+           "along dimension 1, the array at index 0 has size 2 and the array at index 1 has size 3")
+    s = suggested_fix(JOINS, _failed(err, 6), "x.py")
+    assert s is not None and "x = np.concatenate([a, b], axis=1)\n" in s.code
+    namespace: dict = {}
+    exec(compile(s.code, "x.py", "exec"), namespace)
+    assert namespace["x"].shape == (4, 5)
+
+
+SPLITS = textwrap.dedent("""\
+    X_train, X_val, y_train, y_val = split(X, y)
+    for epoch in range(3):
+        val_loss = criterion(model(X_val), y_train).item()
+    model.fit(X_train, y_val)
+    score = model.score(X_TEST, y_val)
+""")
+
+
+def test_data_of_two_splits_in_one_call_get_one_split():
+    err = "ValueError: Expected input batch_size (150) to match target batch_size (600)."
+    s = suggested_fix(SPLITS, _failed(err, 3), "x.py")
+    assert s is not None and s.rule == "split_names" and s.early
+    assert "val_loss = criterion(model(X_val), y_val).item()\n" in s.code  # the target votes with X_val
+    # a tie: the split named first wins
+    s = suggested_fix(SPLITS, _failed("ValueError: Found input variables with inconsistent numbers of samples: "
+                                      "[600, 150]", 4), "x.py")
+    assert s is not None and "model.fit(X_train, y_train)\n" in s.code
+    # no sibling of the other split defined (X_TEST has no y_TEST, y_val no y_test): nothing to change to
+    assert suggested_fix(SPLITS, _failed("ValueError: Found input variables with inconsistent numbers of samples: "
+                                         "[10, 150]", 5), "x.py") is None
+
+
+FILLED = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+    class Net(nn.Module):
+        def __init__(self, sizes):
+            super().__init__()
+            self.layers = []
+            self.blocks = list()
+            self.names = []
+            for a, b in zip(sizes[:-1], sizes[1:]):
+                layer = nn.Linear(a, b)
+                self.layers.append(layer)
+                self.blocks += [Block()]
+                self.names.append(str(a))
+    model = Net([4, 3, 2])
+    opt = torch.optim.Adam(model.parameters())
+""")
+
+
+def test_layers_appended_to_an_empty_list_are_registered():
+    s = suggested_fix(FILLED, _failed("ValueError: optimizer got an empty parameter list", 19), "x.py")
+    assert s is not None and s.rule == "module_list" and s.sure
+    assert "self.layers = nn.ModuleList([])\n" in s.code and "self.blocks = nn.ModuleList(list())\n" in s.code
+    assert "self.names = []\n" in s.code  # strings: left a list
+    namespace: dict = {}
+    exec(compile(s.code, "x.py", "exec"), namespace)
+    assert len(list(namespace["model"].parameters())) == 8
+
+
+ONE_HOT = textwrap.dedent("""\
+    import torch.nn.functional as F
+    NUM_CLASSES = 2
+    targets = F.one_hot(y, num_classes=NUM_CLASSES)
+    other = F.one_hot(y, 2)
+""")
+
+
+@pytest.mark.parametrize("line, expected", [(3, "NUM_CLASSES = 3\n"), (4, "other = F.one_hot(y, 3)\n")])
+def test_a_one_hot_count_below_the_labels_becomes_their_largest_value_plus_one(line, expected):
+    notes = ("- The values the run saw where it failed (innermost frame first):\n  x.py:3 in <module>\n"
+             "    y = torch tensor, shape [30], int64, min 0, max 2\n    NUM_CLASSES = 2\n")
+    failed = _failed("RuntimeError: Class values must be smaller than num_classes.", line).model_copy(
+        update={"error_notes": notes})
+    s = suggested_fix(ONE_HOT, failed, "x.py")
+    assert s is not None and s.rule == "class_count" and s.early and expected in s.code

@@ -709,3 +709,24 @@ def test_each_candidate_names_its_rule():
     assert s.rule == "interpreter"
     s = suggested_fix("factor = 2\nprint(Factor)\n", failure("NameError: name 'Factor' is not defined", 2), "x.py")
     assert s.rule == "closest_name"
+
+
+JOINED = textwrap.dedent("""\
+    import numpy as np
+
+    a, b = np.zeros((4, 2)), np.ones((4, 3))
+    x = np.concatenate([a, b])
+    print("width", x.shape[1])
+    """)
+
+
+def test_an_early_guess_is_run_before_the_llm_is_asked(tmp_path):
+    """Parts joined along the wrong axis: the guess only makes the sizes agree, so it runs before
+    the LLM's fix (one run of seconds against an answer's minute); the LLM is never asked."""
+    folder = tmp_path / "join"
+    folder.mkdir()
+    (folder / "x.py").write_text(JOINED)
+    llm = FakeLLM(fix="The arrays should be joined differently.", local=True, edit_format="auto")
+    res = search(folder / "x.py", llm, tmp_path, mode="traceback", suggestions=True, max_repairs=2)
+    assert res.status == "success" and [a.fix_source for a in res.attempts] == ["", "suggestion"]
+    assert llm.stages() == [] and "width 5" in res.attempts[1].stdout_tail
