@@ -27,6 +27,10 @@ from its cache, the answer tokens and the decode seconds (record bench/records/s
 section "slots-prefix"). With `--prefix-max-tokens N` over 32 every answer is exactly N tokens, as
 long as a plan's or a patch's, where decoding weighs as much as reading (record
 bench/records/slots_prefix_answers.json, section "slots-prefix-answers").
+`--prefix-kv-unified`: the same with answers of `--prefix-max-tokens`, on slots that share one KV
+cache (RESEARCHLOOP_LLM_KV_UNIFIED=1: a prompt an idle slot holds is kept in host memory, where a
+request on any slot can take up its prefix; record bench/records/slots_prefix_unified.json, section
+"slots-prefix-unified").
 
 `--contention`: one request's decode rate while other processes compete for the cores, for each way
 the server's threads can wait (OpenMP's wait policy and spin count, and the thread count): idle,
@@ -160,6 +164,8 @@ def render(rec: dict) -> str:
 
 PREFIX_RECORD = "slots_prefix"
 PREFIX_ANSWERS_RECORD = "slots_prefix_answers"
+PREFIX_UNIFIED_RECORD = "slots_prefix_unified"
+PREFIX_UNIFIED_TITLE = "Slots: requests that begin alike, on slots that share one KV cache"
 PREFIX_TITLE = "Slots: requests that begin alike, at once or one after another"
 PREFIX_ANSWERS_TITLE = "Slots: requests that begin alike, with answers as long as a plan's or a patch's"
 PREFIX_CODE = "experiments/diabetes_regression/experiment.py"
@@ -214,7 +220,8 @@ def measure_prefix(model: str, slots: int, counts: list[int], max_tokens: int, c
             print(json.dumps({k: v for k, v in row.items() if k != "raw"}), flush=True)
     return {"script": SCRIPT, "date": today(), "machine": machine(), "load_avg": round(os.getloadavg()[0], 1),
             "model": model, "slots": slots, "threads": threads, "decode_threads": decode_thread_count(threads),
-            "max_tokens": max_tokens, "exact": max_tokens > 32, "prefix": PREFIX_CODE, "rows": rows}
+            "max_tokens": max_tokens, "exact": max_tokens > 32, "prefix": PREFIX_CODE,
+            "kv_unified": settings().llm_kv_unified, "rows": rows}
 
 
 def render_prefix(rec: dict, record: str = PREFIX_RECORD) -> str:
@@ -225,13 +232,16 @@ def render_prefix(rec: dict, record: str = PREFIX_RECORD) -> str:
         decode = sum(q.get("decode_s", 0.0) for q in r.get("raw", []))
         table.append(f"| {r['requests']} | {r['sent']} | {r['wall_s']:.1f} | {r['prompt_tokens']} | "
                      f"{r['cached_tokens']} | {r['prompt_s']:.1f} | {answers} | {decode:.1f} |")
-    title = PREFIX_ANSWERS_TITLE if record == PREFIX_ANSWERS_RECORD else PREFIX_TITLE
+    title = {PREFIX_ANSWERS_RECORD: PREFIX_ANSWERS_TITLE, PREFIX_UNIFIED_RECORD: PREFIX_UNIFIED_TITLE}.get(
+        record, PREFIX_TITLE)
     return "\n".join([
         f"## {title}", "",
         provenance(SCRIPT, f"bench/records/{record}.json", f"{rec['date']} on {rec['machine']}",
                    "not a sample: fixed prompts, timed once"), "",
         (f"Model `{rec['model']}`, {rec['slots']} slots, {rec['threads']} threads"
          + (f" ({rec['decode_threads']} decoding)" if "decode_threads" in rec else "")
+         + (", one KV cache shared by the slots (an idle slot's prompt kept in host memory for any slot)"
+            if rec.get("kv_unified") else "")
          + f", a fresh server (empty cache) for each row. Every request: `{rec['prefix']}` as the system message, "
          f"then one idea's line; answers of {'exactly' if rec.get('exact') else 'at most'} {rec['max_tokens']} "
          f"tokens at temperature 0. Load average at the end: {rec['load_avg']}."),
@@ -417,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix-requests", default="2,3", help="with --prefix: request counts, comma-separated")
     ap.add_argument("--prefix-max-tokens", type=int, default=32,
                     help="with --prefix: each answer's limit (over 32: record slots_prefix_answers.json)")
+    ap.add_argument("--prefix-kv-unified", action="store_true",
+                    help=f"with --prefix: slots that share one KV cache (record {PREFIX_UNIFIED_RECORD}.json)")
     ap.add_argument("--contention", action="store_true",
                     help="one request's decode rate beside busy processes, per way the server's threads wait")
     ap.add_argument("--threads-split", action="store_true",
@@ -458,6 +470,9 @@ def _prefix_main(args) -> int:
     slots_prefix_answers.json, each with its own section."""
     long = args.prefix_max_tokens > 32
     record, section = (PREFIX_ANSWERS_RECORD, "slots-prefix-answers") if long else (PREFIX_RECORD, "slots-prefix")
+    if args.prefix_kv_unified:
+        os.environ["RESEARCHLOOP_LLM_KV_UNIFIED"] = "1"
+        record, section = PREFIX_UNIFIED_RECORD, "slots-prefix-unified"
     out = RECORDS / f"{record}.json"
     if os.environ.get("FROM_RECORD") == "1":
         rec = json.loads(out.read_text())

@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     # its pace; prompts, read in batches, keep all threads (bench/results/slots.md)
     llm_decode_threads: int = Field(1, ge=0, description="RESEARCHLOOP_LLM_DECODE_THREADS: threads the local "
                                     "server decodes answers with (prompts are read with all its threads); 0: all")
+    llm_kv_unified: bool = Field(False, description="RESEARCHLOOP_LLM_KV_UNIFIED=1: the local server's slots share "
+                                 "one KV cache, and a prompt an idle slot holds is kept in host memory where a "
+                                 "request on any slot can take up its prefix")
     llm_speculative: str = Field("", description="RESEARCHLOOP_LLM_SPECULATIVE: the local server's "
                                  "speculative decoding (none | ngram_simple | ngram_mod | ngram_map_k); empty: the "
                                  "default (resources/local_llm/server.py DEFAULT_SPECULATIVE)")

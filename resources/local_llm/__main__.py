@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-ram-mib", type=int, default=2048)
     p.add_argument("--speculative", default="none", choices=SPECULATIVE)
     p.add_argument("--decode-threads", type=int, default=0, help="threads for answers (0: --threads)")
+    p.add_argument("--kv-unified", action="store_true", help="one KV cache shared by the slots")
 
     p = sub.add_parser("start", help="ensure a shared background server, print base_url")
     p.add_argument("--model", default="qwen2.5-coder-1.5b", choices=sorted(MODELS))
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sha256 {model_spec(a.model).sha256}  ({time.monotonic() - t0:.1f}s)")
     elif a.cmd == "serve":
         serve(a.model, a.port, a.ctx_size, a.threads, a.alias, a.parallel, a.cache_ram_mib, a.speculative,
-              a.decode_threads)
+              a.decode_threads, a.kv_unified)
     elif a.cmd == "start":
         assemble_model(a.model, a.cache_dir, progress=True)
         print(ensure_server(a.model, a.cache_dir, ctx_size=a.ctx_size, threads=a.threads, slots=a.slots))

@@ -20,6 +20,7 @@ def serve(
     cache_ram_mib: int = 2048,
     speculative: str = "none",
     decode_threads: int = 0,
+    kv_unified: bool = False,
 ) -> None:
     """Run the xllamacpp server in the foreground until SIGTERM/SIGINT."""
     os.environ.setdefault("OMP_WAIT_POLICY", _OMP_WAIT_POLICY)  # before libgomp loads
@@ -36,6 +37,10 @@ def serve(
     params.port = port
     params.cache_prompt = True  # reuse the KV cache of a shared prompt prefix
     params.cache_ram_mib = cache_ram_mib  # host-RAM prompt cache across different prompts
+    # one KV buffer for all slots: an idle slot's prompt goes to the host-RAM cache when a request
+    # comes (cache_idle_slots), so requests that start alike on other slots take up its prefix
+    params.kv_unified = kv_unified
+    params.cache_idle_slots = kv_unified
     params.warmup = True
     if alias:
         params.model_alias = {alias}
@@ -58,7 +63,7 @@ def serve(
     print(
         f"[local_llm] serving {model} at {server.listening_address} "
         f"(ctx={ctx_size}, threads={threads}, decode threads={decode_threads or threads}, parallel={parallel}, "
-        f"speculative={speculative}, "
+        f"kv unified={kv_unified}, speculative={speculative}, "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}) "
         f"loaded in {time.monotonic() - t0:.1f}s",
         flush=True,

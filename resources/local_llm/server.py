@@ -233,7 +233,8 @@ def _server_cmd(model_path: Path, port: int, ctx_size: int, threads: int, alias:
         "--model", str(model_path), "--port", str(port),
         "--ctx-size", str(server_ctx(ctx_size, slots)), "--threads", str(threads), "--alias", alias,
         "--parallel", str(slots), "--decode-threads", str(decode_thread_count(threads, decode_threads)),
-    ] + (["--speculative", speculative] if speculative != "none" else [])
+    ] + (["--speculative", speculative] if speculative != "none" else []) + (
+        ["--kv-unified"] if settings().llm_kv_unified else [])
 
 
 # Speculative decoding without a draft model (llama.cpp's n-gram drafts: the next tokens are
@@ -328,6 +329,7 @@ def _start_locked(
         "threads": threads,
         "decode_threads": decode_thread_count(threads, decode_threads),
         "speculative": speculative,
+        "kv_unified": settings().llm_kv_unified,
         "log": str(log_path),
         "started_at": time.time(),
         "startup_s": round(time.monotonic() - t0, 2),
@@ -373,6 +375,7 @@ def ensure_server(
                 and state.get("decode_threads", state.get("threads")) == decode_threads
                 and state.get("slots", 1) == slots  # a state from before slots: one slot
                 and state.get("speculative", "none") == speculative
+                and state.get("kv_unified", False) == settings().llm_kv_unified
             )
             if same and is_ours(state):
                 deadline = time.monotonic() + 15  # tolerate a momentarily busy server

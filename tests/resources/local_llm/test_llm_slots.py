@@ -63,6 +63,13 @@ def test_answers_are_decoded_with_the_decode_threads_prompts_read_with_all(monke
     assert llserver.decode_thread_count(4, 8) == 4 and llserver.decode_thread_count(4, 0) == 4
 
 
+def test_slots_share_one_kv_cache_only_when_asked(monkeypatch):
+    monkeypatch.delenv("RESEARCHLOOP_LLM_KV_UNIFIED", raising=False)
+    assert "--kv-unified" not in llserver._server_cmd(Path("/m/x.gguf"), 4321, 4096, 2, "x", slots=2)
+    monkeypatch.setenv("RESEARCHLOOP_LLM_KV_UNIFIED", "1")
+    assert "--kv-unified" in llserver._server_cmd(Path("/m/x.gguf"), 4321, 4096, 2, "x", slots=2)
+
+
 @pytest.fixture
 def fake_server(tmp_path, monkeypatch):
     """ensure_server runs tests/support/fake_llama_server.py with the real launcher's own arguments
