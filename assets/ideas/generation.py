@@ -180,15 +180,35 @@ def _same_family(library: str | None, code: str) -> bool:
     return bool(re.search(rf"\b{re.escape(module)}\b", code))
 
 
+def _imports_package(library: str, code: str) -> bool:
+    """Whether the code imports the top-level package of a card's library call (sklearn for
+    sklearn.ensemble.RandomForestRegressor)."""
+    package = re.escape(library.split(".")[0])
+    return bool(re.search(rf"^\s*(?:import|from)\s+{package}\b", code, re.M))
+
+
+def card_order(library: str | None, code: str) -> int:
+    """Where a card goes among a round's choices: 0, a library call from a package the code already
+    imports but a module it does not use (trees for a scikit-learn ridge, AdamW for a PyTorch net): a
+    method the code's own stack implements, installed, applied in a few lines; 1, a recipe without a
+    library call or a call from another package; 2, a call of the code's own module family, which the
+    tuning source's swaps explore already."""
+    if not library:
+        return 1
+    if _same_family(library, code):
+        return 2
+    return 0 if _imports_package(library, code) else 1
+
+
 def card_choices(shown: Sequence[tuple[int, str, str]], code: str, tried: Collection[str], n: int,
                  cards: dict | None = None) -> list[tuple[int, str, str]]:
     """Up to n of the shown cards ((number, paper id, text), `shown_cards`) to apply this round, one
-    idea each: those no kept idea of an earlier round applied (`tried`), cards from a library family
-    the code does not use yet first, then in the papers' order."""
+    idea each: those no kept idea of an earlier round applied (`tried`), in `card_order`, then in the
+    papers' order."""
     cards = load_cards() if cards is None else cards
     left = [c for c in shown if c[1] not in tried]
-    same = {pid: _same_family(cards[pid].library if pid in cards else None, code) for _, pid, _ in left}
-    return sorted(left, key=lambda c: same[c[1]])[:n]
+    order = {pid: card_order(cards[pid].library if pid in cards else None, code) for _, pid, _ in left}
+    return sorted(left, key=lambda c: order[c[1]])[:n]
 
 
 def card_ideas(llm, head: tuple, chosen: Sequence[tuple[int, str, str]], kept_papers: Sequence, history: History,

@@ -181,18 +181,25 @@ class _CardLLM:
 CARD_CODE = "from sklearn.linear_model import Ridge\n\ndef train(X, y):\n    return Ridge().fit(X, y)\n"
 
 
-def test_the_cards_applied_are_untried_and_from_a_family_the_code_does_not_use_first():
+def test_the_cards_applied_are_untried_and_from_the_codes_own_stack_first():
     from assets.ideas.generation import card_choices
 
-    shown = [(1, "tibshirani1996regression", "lasso"), (2, "chen2016xgboost", "boosting"),
-             (3, "grinsztajn2022why", "trees vs nets"), (4, "lundberg2017unified", "shap")]
+    shown = [(1, "tibshirani1996regression", "lasso"), (2, "lundberg2017unified", "shap"),
+             (3, "srivastava2014dropout", "dropout"), (4, "chen2016xgboost", "boosting"),
+             (5, "grinsztajn2022why", "trees vs nets")]
     cards = load_cards()
     assert cards["tibshirani1996regression"].library.startswith("sklearn.linear_model.")
-    # the lasso card is of the ridge code's own family: it comes after the others
-    assert [pid for _, pid, _ in card_choices(shown, CARD_CODE, set(), 3)] == [
-        "chen2016xgboost", "grinsztajn2022why", "lundberg2017unified"]
-    assert [pid for _, pid, _ in card_choices(shown, CARD_CODE, {"chen2016xgboost"}, 4)] == [
-        "grinsztajn2022why", "lundberg2017unified", "tibshirani1996regression"]
+    assert cards["srivastava2014dropout"].library.startswith("torch.")
+    # scikit-learn's trees first (the ridge code's own package, another module); then the cards of
+    # other packages (dropout needs PyTorch) or none; the lasso card, the ridge's own family, last
+    order = [pid for _, pid, _ in card_choices(shown, CARD_CODE, set(), 5)]
+    assert order[:2] == ["chen2016xgboost", "grinsztajn2022why"] and order[-1] == "tibshirani1996regression"
+    assert set(order[2:4]) == {"lundberg2017unified", "srivastava2014dropout"}
+    assert [pid for _, pid, _ in card_choices(shown, CARD_CODE, {"chen2016xgboost"}, 2)] == [
+        "grinsztajn2022why", order[2]]
+    # for PyTorch code the dropout card is of its own stack
+    torch_code = "import torch\nfrom torch import nn\nmodel = nn.Linear(4, 1)\n"
+    assert card_choices(shown, torch_code, set(), 1)[0][1] == "srivastava2014dropout"
     assert card_choices(shown, CARD_CODE, set(), 0) == [] and card_choices([], CARD_CODE, set(), 3) == []
 
 
