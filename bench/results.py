@@ -243,7 +243,7 @@ def repair() -> Figure:
 def debug_scripts() -> Figure:
     q = "... and standalone scripts with one classic bug (`researchloop debug`)?"
     parts, records, sections, samples = [], [], [], []
-    for suite in ("scripts_dev", "scripts_heldout"):
+    for suite in ("scripts_dev", "scripts_heldout", "scripts_heldout2"):
         path = f"bench/records/debug_{suite}.json"
         if (rec := _load(path)) is None:
             continue
