@@ -175,6 +175,9 @@ class IdeationSpec(BaseModel):
     novelty_rounds: int = Field(2, ge=0, le=10, description="literature searches per idea in the "
                                 "novelty check; 0 switches the check off")
     novelty_papers: int = Field(5, ge=1, le=20, description="papers shown per novelty search")
+    novelty_cards: bool = Field(False, description="check the novelty of ideas that apply a method card too; "
+                                "false: such an idea is a published method (its card's paper) applied to this "
+                                "task by design, so it is kept without the literature check and its LLM calls")
     novelty_retrieval: Literal["search", "scipip"] = Field(
         "search", description="how a novelty search finds its papers: search = the literature source's search "
         "(hybrid BM25 + embedding on a local source); scipip = SciPIP's retrieval for the query over the search's "

@@ -12,7 +12,7 @@ from assets.filtered_ideas.filtering import (
     keep_tuning,
     split_reserve,
 )
-from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check
+from assets.filtered_ideas.novelty import NoveltyOutcome, novelty_check, unless_card
 from assets.filtered_ideas.retrieval import NoveltySearch
 from assets.ideas.generation import (
     BANK_VERDICTS,
@@ -61,9 +61,12 @@ def filtered_ideas(context: dg.AssetExecutionContext, ideas: pl.DataFrame, paper
     searches = NoveltySearch(cfg.novelty_retrieval, lambda q, k: literature.search(q, k, embedder, spec), llm,
                              embedder.encode, cfg.scipip, papers_references(papers), log=context.log.info)
 
-    def novelty(item: Idea) -> NoveltyOutcome:
+    def check(item: Idea) -> NoveltyOutcome:
         return novelty_check(spec.title, item.title, item.summary, searches.for_idea(item.idea_id), llm,
                              rounds=cfg.novelty_rounds, k=cfg.novelty_papers, item=item.idea_id)
+
+    # an idea that applies a method card is a published method by design (ideation.novelty_cards)
+    novelty = unless_card(check, cfg.novelty_cards)
 
     # a refill asks the ideas prompt again (the same head: task, the round's code, papers, history), told what
     # this round kept and what the filters dropped and why; its papers follow `ideation.sources` (refill_inputs)

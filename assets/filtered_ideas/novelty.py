@@ -111,3 +111,20 @@ def novelty_check(task: str, idea_title: str, idea_summary: str, search: Search,
         out.reason = "novelty not judged: " + (problems[-1] if problems else "no decision")
     out.error = "; ".join(problems) or None
     return out
+
+
+CARD_APPLIED = ("applies method card {card}: a published method applied to this task by design, so the literature "
+                "novelty check does not apply (ideation.novelty_cards checks it all the same)")
+
+
+def unless_card(check: Callable[[object], NoveltyOutcome], cards_checked: bool = False
+                ) -> Callable[[object], NoveltyOutcome]:
+    """`check` for ideas without a method card (and, with `cards_checked`, for all); an idea that
+    applies a card gets an undecided outcome saying so, without a search or an LLM call."""
+    def outcome(item) -> NoveltyOutcome:
+        card = getattr(item, "method_card", None)
+        if card and not cards_checked:
+            return NoveltyOutcome(novel=None, reason=CARD_APPLIED.format(card=card))
+        return check(item)
+    return outcome
+

@@ -115,3 +115,22 @@ def test_llm_calls_bounded(rounds):
     llm = ScriptedLLM(*answers)
     novelty_check(*IDEA, FakeSearch({}), llm, rounds=rounds)
     assert len(llm.requests) == rounds + 1 and llm.answers == []
+
+
+def test_an_idea_that_applies_a_method_card_skips_the_literature_check_unless_asked():
+    from types import SimpleNamespace
+
+    from assets.filtered_ideas.novelty import NoveltyOutcome, unless_card
+
+    checked = []
+
+    def check(item):
+        checked.append(item.name)
+        return NoveltyOutcome(novel=False, reason="published")
+
+    card = SimpleNamespace(name="forest", method_card="breiman2001random")
+    plain = SimpleNamespace(name="plain", method_card=None)
+    out = unless_card(check)(card)
+    assert out.novel is None and not out.decided and "breiman2001random" in out.reason and checked == []
+    assert unless_card(check)(plain).novel is False and checked == ["plain"]
+    assert unless_card(check, cards_checked=True)(card).novel is False and checked == ["plain", "forest"]
