@@ -121,7 +121,7 @@ def measure(suite: str, attempts: int, only: set[str], timeout_s: float, partial
     """Every variant of the suite (or `only` those); with `partial`, the record is written there
     after each variant, and variants an earlier, unfinished run of the same suite and attempts
     recorded there are kept, not run again."""
-    from resources.local_llm import stop_server
+    from resources.local_llm import release_server
 
     variants = [v for v in load_script_suite(suite) if not only or v["name"] in only]
     earlier = json.loads(partial.read_text()) if partial is not None and partial.is_file() else {}
@@ -158,8 +158,8 @@ def measure(suite: str, attempts: int, only: set[str], timeout_s: float, partial
             if partial is not None:  # a run cut off here resumes after this variant
                 partial.write_text(json.dumps(rec, indent=1, default=str) + "\n")
     finally:
-        if local:  # each debug call kept the server it found or started (--keep-server)
-            stop_server()
+        if local:  # each debug call kept the server it found or started (--keep-server): stopped unless
+            release_server()  # another live process (a loop running beside the bench) holds a lease on it
     rec["repaired"] = sum(r["repaired"] for r in rec["rows"])
     rec["total"] = len(rec["rows"])
     rec["complete"] = True
