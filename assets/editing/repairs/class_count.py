@@ -17,6 +17,16 @@ MAX = re.compile(r"int\d+, min -?\d+, max (?P<max>\d+)")
 INT_VALUE = re.compile(r"^\s{4}(?P<name>[A-Za-z_]\w*) = (?P<v>-?\d+)$", re.M)
 
 
+def _last_value(tree: ast.Module, name: str) -> ast.expr | None:
+    """The value of the last plain one-line assignment to `name` (`NUM_CLASSES = 9`); None without one."""
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
+               and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
+    if not assigns:
+        return None
+    v = max(assigns, key=lambda n: n.lineno).value
+    return v if v.lineno == v.end_lineno and v.end_col_offset is not None else None
+
+
 def one_more(code: str, values: str, target: int) -> tuple[str, str] | None:
     """The code with the first name the values show holding `target` (the innermost frame's first)
     assigned one more at its last plain assignment; None when no such name is assigned in the code."""
@@ -26,13 +36,7 @@ def one_more(code: str, values: str, target: int) -> tuple[str, str] | None:
     except SyntaxError:
         return None
     for name in dict.fromkeys(names):
-        assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
-                   and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
-        if not assigns:
-            continue
-        node = max(assigns, key=lambda n: n.lineno)
-        v = node.value
-        if v.lineno != v.end_lineno or v.end_col_offset is None:
+        if (v := _last_value(tree, name)) is None:
             continue
         old = ast.unparse(v)
         new = str(target + 1) if isinstance(v, ast.Constant) else f"{old} + 1"
@@ -44,7 +48,8 @@ def one_more(code: str, values: str, target: int) -> tuple[str, str] | None:
 
 def one_hot_count(code: str, line: int, values: dict[str, str]) -> tuple[str, str] | None:
     """For a one-hot encoding on `line` given a class count below its labels' largest value + 1
-    (the labels' range read from the values at the crash): the count made that."""
+    (the labels' range read from the values at the crash): the count made that, where it is given
+    as a constant or a name assigned once in a line."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -58,13 +63,11 @@ def one_hot_count(code: str, line: int, values: dict[str, str]) -> tuple[str, st
         if count is None or top is None:
             continue
         needed = int(top["max"]) + 1
-        if isinstance(count, ast.Name):
-            found = one_more(code, f"    {count.id} = {needed - 1}", needed - 1)
-            if found is not None:
-                return found
-        elif isinstance(count, ast.Constant) and count.lineno == count.end_lineno:
-            return (replace_on_line(code, count, str(needed)),
-                    f"line {count.lineno}: num_classes {count.value} -> {needed} (the labels reach {needed - 1})")
+        where, name = (_last_value(tree, count.id), count.id) if isinstance(count, ast.Name) else (count, "num_classes")
+        if not isinstance(where, ast.Constant) or where.lineno != where.end_lineno or where.end_col_offset is None:
+            continue
+        return (replace_on_line(code, where, str(needed)),
+                f"line {where.lineno}: {name} {where.value} -> {needed} (the labels reach {needed - 1})")
     return None
 
 

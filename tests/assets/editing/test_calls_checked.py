@@ -517,3 +517,15 @@ def test_a_one_hot_count_below_the_labels_becomes_their_largest_value_plus_one(l
         update={"error_notes": notes})
     s = suggested_fix(ONE_HOT, failed, "x.py")
     assert s is not None and s.rule == "class_count" and s.early and expected in s.code
+
+
+def test_a_one_hot_count_several_short_gets_the_labels_count_not_one_more():
+    notes = ("- The values the run saw where it failed (innermost frame first):\n  x.py:3 in <module>\n"
+             "    y = torch tensor, shape [30], int64, min 0, max 4\n    NUM_CLASSES = 2\n")
+    failed = _failed("RuntimeError: Class values must be smaller than num_classes.", 3).model_copy(
+        update={"error_notes": notes})
+    s = suggested_fix(ONE_HOT, failed, "x.py")
+    assert s is not None and "NUM_CLASSES = 5\n" in s.code and "NUM_CLASSES 2 -> 5" in s.what
+    # a count computed by an expression: not guessed
+    computed = ONE_HOT.replace("NUM_CLASSES = 2", "NUM_CLASSES = len(names)")
+    assert suggested_fix(computed, failed, "x.py") is None
