@@ -58,6 +58,7 @@ from assets.filtered_ideas.filtering import REPEATS
 from assets.shared.metadata import _latest_metadata, round_usage
 from assets.shared.partitions import multi_key
 from assets.shared.topics import topic_of
+from assets.shared.verdicts import COMPUTE_FLAG
 from bench.common import RECORDS, ROOT, machine, page_path, provenance, repo_path, today, write_section
 from resources.paths import experiments_root, resolve_topic_dir
 from resources.store import RecordStore
@@ -248,6 +249,10 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
         "kept_llm_card": sum(bool(i.method_card) for i in llm_kept),
         "improvements_llm": sum(f.verdict == "improvement" and source_of.get(f.idea_id, "tuning") != "tuning"
                                 for f in fb),
+        # of those, the ones whose run did not take COMPUTE_FLAG times the reference's (more compute in disguise)
+        "improvements_llm_same_compute": sum(
+            f.verdict == "improvement" and source_of.get(f.idea_id, "tuning") != "tuning"
+            and (f.compute_ratio is None or f.compute_ratio < COMPUTE_FLAG) for f in fb),
         "reference": fb[0].reference if fb else None,
         "full_budget": n_kept >= budget and len(fb) >= budget,
         "baseline": _r(fb[0].baseline_value) if fb else None,
@@ -295,6 +300,7 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
                       "baseline_delta": _r(f.baseline_delta), "baseline_ci": [_r(f.baseline_ci_low),
                                                                                _r(f.baseline_ci_high)],
                       "best_source": f.best_source, "best_verdict": f.best_verdict,
+                      "run_s": f.run_s, "reference_run_s": f.reference_run_s, "compute_ratio": f.compute_ratio,
                       "tokens": f.tokens, "shared_tokens": f.shared_tokens} for f in fb],
         "best_code": None if best is None else best.model_dump(exclude={"code"}),
     }
@@ -310,6 +316,7 @@ def topic_goals(rows: list[dict], rounds: int) -> dict:
     return {"rounds_done": len(rows), "rounds_asked": rounds,
             "verified_improvements": sum(r["verified_improvements"] for r in rows),
             "improvements_llm": sum(r.get("improvements_llm", 0) for r in rows),
+            "improvements_llm_same_compute": sum(r.get("improvements_llm_same_compute", 0) for r in rows),
             "kept_llm": llm_kept,
             "llm_ran_share": round(sum(r.get("kept_llm_ran", 0) for r in rows) / llm_kept, 4) if llm_kept else None,
             "llm_card_share": round(sum(r.get("kept_llm_card", 0) for r in rows) / llm_kept, 4) if llm_kept else None,
@@ -419,6 +426,8 @@ def render(rec: dict) -> str:
         for r in t["rows"]:
             by_source.update(r.get("improvements_by_source") or {})
         sources = f" ({', '.join(f'{k}: {v}' for k, v in sorted(by_source.items()))})" if by_source else ""
+        if g.get("improvements_llm"):  # LLM wins whose run took no more than COMPUTE_FLAG x the reference's
+            sources += f"; LLM at comparable compute: {g.get('improvements_llm_same_compute', '?')}"
         goals.append(f"| {t['topic']} | {g['rounds_done']}/{g['rounds_asked']} | "
                      f"{g['verified_improvements']}{sources} | "
                      f"{'yes' if g['improvement_reached'] else 'no'} | {_llm_share(g, 'llm_ran_share')} | "

@@ -352,6 +352,11 @@ class Feedback(BaseModel):
     ci_high: float | None = Field(None, description="95% interval of the mean difference (Welch), high end")
     p_value: float | None = Field(None, description="one-sided p-value of 'the idea is better than the baseline'")
     test: str = Field("", description="the test: welch_t_one_sided, t_one_run_vs_seeds or none_one_run_each")
+    run_s: float | None = Field(None, description="how long the idea's seed-0 run took")
+    reference_run_s: float | None = Field(None, description="how long the reference code's seed-0 run took")
+    compute_ratio: float | None = Field(None, description="run_s / reference_run_s (None: unknown, or both runs "
+                                        "too short to compare); an improvement at or above verdicts.COMPUTE_FLAG "
+                                        "says in its reason that more compute may explain it")
     round_analysis: str = Field("", description="the LLM's short analysis of the whole round (same on "
                                 "every row of a round); the next round's idea prompt reads it")
     # LLM use of the idea (defaults: records stored before per-idea accounting existed)
@@ -413,6 +418,8 @@ class BestCode(BaseModel):
     baseline_value: float | None = None
     seed0_metrics: dict[str, float] = Field(default_factory=dict, description="what the code's seed-0 run "
                                             "reported (all its values): the reference of the no-effect rule")
+    run_s: float | None = Field(None, description="how long the code's seed-0 run took (the reference of the "
+                                "compute flag; None in records made before it)")
     chain: list[str] = Field(default_factory=list, description="idea ids the code contains, oldest first")
     chain_titles: list[str] = Field(default_factory=list)
     chain_rounds: list[str] = Field(default_factory=list)
@@ -433,6 +440,7 @@ class RoundReference(BaseModel):
     values: list[float] = Field(default_factory=list, description="the reference code's seed values")
     seed0_metrics: dict[str, float] = Field(default_factory=dict, description="what the reference code's seed-0 "
                                             "run reported; an idea whose run reports the same did nothing")
+    run_s: float | None = Field(None, description="how long the reference code's seed-0 run took")
     chain: list[str] = Field(default_factory=list, description="ideas `code` contains, oldest first")
     best: BestCode
     read_from: str = Field("", description="the best_code partition read (empty: none, the baseline)")

@@ -14,7 +14,7 @@ from assets.editing.edit_formats import unified_diff
 from assets.round_reference.reference import mean_interval
 from assets.shared.metadata import md_table
 from assets.shared.topics import CapturedTopic, code_sha256
-from assets.shared.verdicts import seed0_metrics
+from assets.shared.verdicts import run_seconds, seed0_metrics
 from schemas.records import BestCode, Feedback, FilteredIdea, RoundReference, RunResult
 
 
@@ -56,7 +56,7 @@ def next_best(topic: CapturedTopic, ref: RoundReference, feedback: list[Feedback
         runs_sha256=current.runs_sha256, diff=unified_diff(topic.code, run.final_code, topic.spec.code),
         metric_name=current.metric_name, metric_goal=current.metric_goal, metric_value=mean, seed_values=values,
         metric_spread=spread, ci_low=lo, ci_high=hi, baseline_value=current.baseline_value,
-        seed0_metrics=seed0_metrics(run.metrics, current.metric_name), chain=chain,
+        seed0_metrics=seed0_metrics(run.metrics, current.metric_name), run_s=run_seconds(run.attempts), chain=chain,
         chain_titles=[earlier[i][1] for i in chain], chain_rounds=[earlier[i][0] for i in chain],
         candidates=ids)
 

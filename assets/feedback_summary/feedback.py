@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from assets.feedback_summary import prompts as feedback_prompts
 from assets.shared.metadata import Usage, md_table, share_usage
-from assets.shared.verdicts import ALPHA, ALPHA_SECOND_LOOK, judge_seeds
+from assets.shared.verdicts import ALPHA, ALPHA_SECOND_LOOK, COMPUTE_FLAG, compute_ratio, judge_seeds, run_seconds
 from resources.llm import LLM, RejectedAnswer
 from resources.store import RecordStore, Store
 from schemas.frames import from_frame
@@ -53,6 +53,12 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
             verdict, reason, c = judge_seeds(seeds, mine, goal, tolerance, alpha=alpha)
             if looked:
                 reason += " (second look)"
+            run_s = run_seconds(r.attempts)
+            ref_s = None if reference is None else reference.run_s
+            ratio = compute_ratio(run_s, ref_s)
+            stats.update(run_s=run_s, reference_run_s=ref_s, compute_ratio=ratio)
+            if verdict == "improvement" and ratio is not None and ratio >= COMPUTE_FLAG:
+                reason += compute_note(ratio)
             stats.update(n_seeds=c.n_idea, n_baseline_seeds=c.n_base, ci_low=_r(c.ci_low), ci_high=_r(c.ci_high),
                          p_value=_r(c.p_better), test=c.test)
             for side, vals, source in (("baseline", base_vals, "baseline"), ("best", best_vals, best_name)):
@@ -72,12 +78,18 @@ def summarise(ideas: list[FilteredIdea], results: list[RunResult], baseline: flo
     return out
 
 
+def compute_note(ratio: float) -> str:
+    """What an improvement's reason says when its run took much longer than the reference's."""
+    return (f"; its run took {ratio:.1f}x the reference's time: more compute (longer training, a second pass) "
+            "may explain the gain")
+
+
 def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 6)
 
 
 VERDICT_COLUMNS = ["idea_id", "verdict", "vs", "metric_value", "baseline_value", "mean_diff", "interval_95", "seeds",
-                   "p_value", "vs_baseline", "vs_best", "llm_calls", "tokens", "cost_usd", "shared_tokens",
+                   "p_value", "vs_baseline", "vs_best", "run_time", "llm_calls", "tokens", "cost_usd", "shared_tokens",
                    "shared_cost_usd", "reason"]
 
 
@@ -101,7 +113,15 @@ def verdict_cells(f: Feedback) -> dict[str, str]:
             "interval_95": "" if f.ci_low is None else f"[{f.ci_low:+.4f}, {f.ci_high:+.4f}]",
             "seeds": f"{f.n_seeds} vs {f.n_baseline_seeds}" if f.n_seeds else "",
             "p_value": "" if f.p_value is None else f"{f.p_value:.3g}",
-            "vs": f.reference, "vs_baseline": comparison_cell(f, "baseline"), "vs_best": comparison_cell(f, "best")}
+            "vs": f.reference, "vs_baseline": comparison_cell(f, "baseline"), "vs_best": comparison_cell(f, "best"),
+            "run_time": run_time_cell(f)}
+
+
+def run_time_cell(f: Feedback) -> str:
+    """The idea's run time, with its ratio to the reference's where both are known ("42s (2.1x)")."""
+    if f.run_s is None:
+        return ""
+    return f"{f.run_s:.0f}s" + ("" if f.compute_ratio is None else f" ({f.compute_ratio:.1f}x)")
 
 
 def verdict_table(rows: list[Feedback]) -> str:

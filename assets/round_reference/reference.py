@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from assets.shared.topics import CapturedTopic, code_sha256, topic_of
-from assets.shared.verdicts import seed0_metrics, seed_summary
+from assets.shared.verdicts import run_seconds, seed0_metrics, seed_summary
 from resources.store import RecordStore, Store, round_number
 from schemas.frames import from_frame
 from schemas.records import BestCode, RoundReference, RunResult
@@ -56,7 +56,8 @@ def baseline_best(topic: CapturedTopic, base: RunResult, round_key: str = "") ->
                     code=topic.code, code_sha256=topic.code_sha256, original_sha256=topic.code_sha256,
                     runs_sha256=runs_sha256(spec), metric_name=spec.metric.name, metric_goal=spec.metric.goal,
                     metric_value=mean, seed_values=values, metric_spread=spread, ci_low=lo, ci_high=hi,
-                    baseline_value=mean, seed0_metrics=seed0_metrics(base.metrics, spec.metric.name))
+                    baseline_value=mean, seed0_metrics=seed0_metrics(base.metrics, spec.metric.name),
+                    run_s=run_seconds(base.attempts))
 
 
 def previous_best(store: RecordStore | Store, topic: str, round_key: str) -> tuple[BestCode | None, str]:
@@ -102,6 +103,7 @@ def make_reference(topic: CapturedTopic, base: RunResult, prev: BestCode | None,
         note = "topic.yaml reference: baseline: the original; " + note.replace(": the original", "")
     return RoundReference(topic=spec.name, round=round_key, mode=spec.reference, source=ref.source, code=ref.code,
                           code_sha256=ref.code_sha256, values=ref.seed_values, seed0_metrics=ref.seed0_metrics,
+                          run_s=ref.run_s,
                           chain=ref.chain, best=best,
                           read_from=read_from, note=note)
 

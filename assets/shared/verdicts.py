@@ -35,6 +35,11 @@ P_SECOND_LOOK = 0.3   # a better, not significant candidate with p below this ge
 ALPHA_SECOND_LOOK = 0.02  # the level of the test after the second look (both looks: 5 % overall)
 CONFIDENCE = 0.95     # two-sided interval of the mean difference
 EPS = 1e-9            # a difference of exactly the tolerance (up to float rounding) is not beyond it
+# an improvement whose run took this many times the reference's is flagged: more compute (a longer
+# training, a second pass over the data) may explain it rather than the idea
+COMPUTE_FLAG = 1.5
+# runs shorter than this are mostly interpreter start-up: their ratio says nothing about compute
+COMPUTE_MIN_S = 5.0
 
 WELCH = "welch_t_one_sided"
 ONE_RUN = "t_one_run_vs_seeds"   # one value against repeated seeds, with those seeds' variance
@@ -173,6 +178,23 @@ def beats(value: float | None, reference: float | None, goal: str) -> bool:
 
 def in_bounds(value: float, bounds: tuple[float, float] | None) -> bool:
     return bounds is None or bounds[0] <= value <= bounds[1]
+
+
+def run_seconds(attempts) -> float | None:
+    """How long the run behind a result's metric took: its last attempt's duration when that attempt
+    succeeded (seed 0's run; the other seeds run the same code), else None."""
+    last = attempts[-1] if attempts else None
+    if last is None or last.exit_code != 0 or last.timed_out:
+        return None
+    return round(last.duration_s, 3)
+
+
+def compute_ratio(run_s: float | None, reference_s: float | None) -> float | None:
+    """An idea's run time over its reference code's (None when either is unknown or both are too short
+    to say anything: see COMPUTE_MIN_S)."""
+    if not run_s or not reference_s or max(run_s, reference_s) < COMPUTE_MIN_S:
+        return None
+    return round(run_s / reference_s, 3)
 
 
 def seed_summary(values: list[float]) -> tuple[float | None, float]:

@@ -157,6 +157,12 @@ def test_the_kept_llm_ideas_that_reach_a_metric_or_apply_a_card_are_counted_apar
     recs = {"ideas": ideas, "plans": [], "patches": [], "runs": runs, "feedback": fb, "best": []}
     row, raw = summarise_round(recs, topic="t", rk="r1", goal="maximize", budget=4)
     assert (row["kept_llm"], row["kept_llm_ran"], row["kept_llm_card"], row["improvements_llm"]) == (3, 2, 2, 1)
+    assert row["improvements_llm_same_compute"] == 1  # no run time known: not flagged
+    # an LLM win whose run took twice the reference's is counted apart (more compute in disguise)
+    longer = [fb[0].model_copy(update={"compute_ratio": 2.0}), fb[1]]
+    row2, raw2 = summarise_round({**recs, "feedback": longer}, topic="t", rk="r1", goal="maximize", budget=4)
+    assert (row2["improvements_llm"], row2["improvements_llm_same_compute"]) == (1, 0)
+    assert raw2["verdicts"][0]["compute_ratio"] == 2.0
     assert raw["ideas"][0]["method_card"] == "chen2016xgboost"
     g = topic_goals([row, {**row, "kept_llm": 1, "kept_llm_ran": 0, "kept_llm_card": 0}], 2)
     assert (g["kept_llm"], g["llm_ran_share"], g["llm_card_share"], g["improvements_llm"]) == (4, 0.5, 0.5, 2)

@@ -173,6 +173,7 @@ def test_a_verified_win_becomes_the_next_rounds_reference_and_lineage_shows_the_
     assert ref2.seed0_metrics == best1.seed0_metrics == {"accuracy": pytest.approx(0.6)}
     ref1 = _read(store, "round_reference", RoundReference, "r1")[0]
     assert ref1.seed0_metrics == {"accuracy": pytest.approx(0.5)}  # the baseline's seed 0, not its mean
+    assert ref1.run_s > 0 and ref2.run_s == best1.run_s > 0  # the compute flag's reference time, carried too
     patches = _by_name(_read(store, "patched_code", Patch, "r2"))
     b = patches["gain_b"]
     assert "GAIN_A = 0.1" in b.code and "GAIN_B = 0.1" in b.code
@@ -316,6 +317,47 @@ def test_the_best_of_several_improvements_wins_and_no_improvement_keeps_the_best
     # nothing judged an improvement: the current best is carried over, marked as not improved
     kept = next_best(topic, ref, fb[2:], runs, ideas, "r1")
     assert kept.source == "baseline" and not kept.improved and kept.code == EXPERIMENT and kept.chain == []
+
+
+def _attempt(seconds, exit_code=0):
+    from schemas.records import Attempt
+
+    return Attempt(attempt=1, command=["python"], exit_code=exit_code, timed_out=False, duration_s=seconds)
+
+
+def test_an_improvement_that_ran_much_longer_than_its_reference_says_so(tmp_path):
+    """The compute flag: each verdict carries the idea's run time against the reference's, and an
+    improvement whose run took COMPUTE_FLAG times as long or more says more compute may explain it."""
+    from assets.feedback_summary.feedback import verdict_cells
+    from assets.shared.verdicts import COMPUTE_FLAG
+
+    topic = _brief(tmp_path)
+    base = BASE.model_copy(update={"attempts": [_attempt(3.0, exit_code=1), _attempt(10.0)]})
+    ref = make_reference(topic, base, None, "r1")
+    assert ref.run_s == 10.0 and ref.best.run_s == 10.0  # the successful (last) attempt's time
+    runs = [RunResult(idea_id=f"{TOPIC}/r1/x", status="success", metric_value=0.551, seed_values=[0.55, 0.552],
+                      attempts=[_attempt(10.0 * COMPUTE_FLAG + 1)], final_code=EXPERIMENT + "# x\n"),
+            RunResult(idea_id=f"{TOPIC}/r1/y", status="success", metric_value=0.601, seed_values=[0.6, 0.602],
+                      attempts=[_attempt(11.0)], final_code=EXPERIMENT + "# y\n"),
+            RunResult(idea_id=f"{TOPIC}/r1/z", status="success", metric_value=0.501, seed_values=[0.5, 0.502],
+                      attempts=[_attempt(40.0)], final_code=EXPERIMENT + "# z\n")]
+    x, y, z = summarise([_idea("x"), _idea("y"), _idea("z")], runs, 0.501, "maximize", 0.005,
+                        baseline_values=[0.5, 0.502], reference=ref)
+    assert x.verdict == "improvement" and x.compute_ratio == pytest.approx(1.6) and "more compute" in x.reason
+    assert y.verdict == "improvement" and y.compute_ratio == pytest.approx(1.1) and "compute" not in y.reason
+    assert z.verdict == "maintenance" and z.compute_ratio == pytest.approx(4.0) and "compute" not in z.reason
+    assert verdict_cells(x)["run_time"] == "16s (1.6x)"
+    # the best code keeps its own run time: the next round's reference compares against it
+    best = next_best(topic, ref, [x, y, z], runs, [_idea("x"), _idea("y"), _idea("z")], "r1")
+    assert best.source == f"{TOPIC}/r1/y" and best.run_s == 11.0
+    assert make_reference(topic, base, best, "r2", f"r1|{TOPIC}").run_s == 11.0
+    # runs of a second or two are start-up, not compute: no ratio; a failed last attempt has no time
+    short = summarise([_idea("x")], [runs[0].model_copy(update={"attempts": [_attempt(2.0)]})], 0.501, "maximize",
+                      0.005, baseline_values=[0.5, 0.502],
+                      reference=ref.model_copy(update={"run_s": 1.0}))[0]
+    assert short.run_s == 2.0 and short.compute_ratio is None and verdict_cells(short)["run_time"] == "2s"
+    failed_last = make_reference(topic, base.model_copy(update={"attempts": [_attempt(9.0, exit_code=1)]}), None, "r1")
+    assert failed_last.run_s is None
 
 
 def test_a_best_from_another_capture_or_other_commands_is_not_carried_over(tmp_path):
