@@ -7,18 +7,24 @@ a library provides goes before a close defined name, a rename before a guessed v
 from __future__ import annotations
 
 from assets.editing.repairs import (
+    batch_first,
     class_count,
     closest_name,
     concat_dim,
+    embedding_size,
     extra_positional,
     feature_matrix,
+    flatten_batch,
     forgotten_import,
+    inplace_grad,
     input_dtype,
     interpreter,
+    keep_dims,
     keyword,
     linear_in,
     missing_folder,
     missing_import,
+    module_call,
     module_list,
     moved_import,
     parameter_value,
@@ -32,8 +38,9 @@ from assets.editing.repairs.base import Candidate, Failure, Rule
 
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
-    keyword, extra_positional, moved_import, interpreter, closest_name, parameter_value, target_dtype, module_list,
-    input_dtype, feature_matrix, class_count, view_size, linear_in, concat_dim, split_names))
+    keyword, extra_positional, module_call, inplace_grad, moved_import, interpreter, closest_name, parameter_value,
+    target_dtype, module_list, input_dtype, feature_matrix, class_count, embedding_size, view_size, flatten_batch,
+    linear_in, concat_dim, keep_dims, split_names, batch_first))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

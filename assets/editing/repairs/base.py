@@ -119,3 +119,47 @@ def calls_on_line(tree: ast.AST, line: int) -> list[ast.Call]:
     """The calls whose source spans `line`, innermost (shortest) first."""
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)]
     return sorted(calls, key=lambda c: ((c.end_lineno or c.lineno) - c.lineno, (c.end_col_offset or 0) - c.col_offset))
+
+
+def attribute_name(node: ast.expr) -> str | None:
+    """`self.out` -> "out"; `out` -> "out"; anything else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def built_layers(tree: ast.AST, is_layer: Callable[[ast.Call], bool]) -> dict[str, list[ast.Call]]:
+    """The name a value is kept under (`self.out = ...`, `net = ...`) -> the layer constructor calls
+    (`is_layer`) in that value, a container's included."""
+    built: dict[str, list[ast.Call]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := attribute_name(node.targets[0])):
+            layers = [c for c in ast.walk(node.value) if isinstance(c, ast.Call) and is_layer(c)]
+            if layers:
+                built.setdefault(name, []).extend(layers)
+    return built
+
+
+def layers_called(tree: ast.AST, line: int, is_layer: Callable[[ast.Call], bool]) -> list[ast.Call]:
+    """The constructor calls of the layers the calls on `line` reach by name (`self.emb(tokens)`
+    -> the `nn.Embedding(...)` kept in `self.emb`), innermost call first."""
+    built = built_layers(tree, is_layer)
+    called = [name for c in calls_on_line(tree, line) if (name := attribute_name(c.func)) in built]
+    return [layer for name in dict.fromkeys(called) for layer in built[name]]
+
+
+def call_arg(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    """The argument at `position` or given as `keyword`; None when absent (or after a *starred one)."""
+    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+def int_literal(node: ast.expr | None) -> int | None:
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
+
+
+def torch_class(call: ast.Call, *names: str) -> bool:
+    """The call builds one of torch.nn's `names` (`nn.GRU`, `torch.nn.GRU` or an imported `GRU`)."""
+    func = ast.unparse(call.func)
+    return any(func in (n, f"nn.{n}", f"torch.nn.{n}") for n in names)

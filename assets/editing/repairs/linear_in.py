@@ -10,31 +10,22 @@ from __future__ import annotations
 import ast
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule, calls_on_line, replace_on_line
+from assets.editing.repairs.base import (
+    Candidate,
+    Failure,
+    Rule,
+    call_arg,
+    int_literal,
+    layers_called,
+    replace_on_line,
+    torch_class,
+)
 
 MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((?P<a>\d+)x(?P<b>\d+) and (?P<c>\d+)x(?P<d>\d+)\)")
 
 
 def _is_linear(call: ast.Call) -> bool:
-    name = ast.unparse(call.func)
-    return name in ("Linear", "nn.Linear", "torch.nn.Linear")
-
-
-def _arg(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
-    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
-        return call.args[position]
-    return next((k.value for k in call.keywords if k.arg == keyword), None)
-
-
-def _literal(node: ast.expr | None) -> int | None:
-    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
-
-
-def _attribute_name(node: ast.expr) -> str | None:
-    """`self.out` -> "out"; `out` -> "out"."""
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return node.id if isinstance(node, ast.Name) else None
+    return torch_class(call, "Linear")
 
 
 def widened_input(code: str, line: int, width: int, expected: int, out: int) -> tuple[str, str] | None:
@@ -44,26 +35,19 @@ def widened_input(code: str, line: int, width: int, expected: int, out: int) -> 
         tree = ast.parse(code)
     except SyntaxError:
         return None
-    built: dict[str, list[ast.Call]] = {}  # the name a value is kept under -> the linear layers built in it
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := _attribute_name(node.targets[0])):
-            layers = [c for c in ast.walk(node.value) if isinstance(c, ast.Call) and _is_linear(c)]
-            if layers:
-                built.setdefault(name, []).extend(layers)
-    called = [name for c in calls_on_line(tree, line) if (name := _attribute_name(c.func)) in built]
-    layers = [layer for name in dict.fromkeys(called) for layer in built[name]]
+    layers = layers_called(tree, line, _is_linear)
     if len(layers) > 1:  # a container of layers: the one built for the width and output the message shows
-        fits = [l for l in layers if _literal(_arg(l, 0, "in_features")) == expected
-                or _literal(_arg(l, 1, "out_features")) == out]
+        fits = [l for l in layers if int_literal(call_arg(l, 0, "in_features")) == expected
+                or int_literal(call_arg(l, 1, "out_features")) == out]
         layers = fits if len(fits) == 1 else []
     if not layers:  # the line calls no layer built here by name: the one layer built with these sizes
         every = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and _is_linear(c)]
-        layers = [l for l in every if _literal(_arg(l, 0, "in_features")) == expected
-                  and _literal(_arg(l, 1, "out_features")) in (None, out)]
+        layers = [l for l in every if int_literal(call_arg(l, 0, "in_features")) == expected
+                  and int_literal(call_arg(l, 1, "out_features")) in (None, out)]
     if len(layers) != 1:
         return None
-    node = _arg(layers[0], 0, "in_features")
-    if node is None or node.lineno != node.end_lineno or node.end_col_offset is None or _literal(node) == width:
+    node = call_arg(layers[0], 0, "in_features")
+    if node is None or node.lineno != node.end_lineno or node.end_col_offset is None or int_literal(node) == width:
         return None
     what = (f"line {node.lineno}: nn.Linear in_features {ast.unparse(node)} -> {width} (the input reaching it has "
             f"{width} features; the layer expected {expected})")

@@ -529,3 +529,140 @@ def test_a_one_hot_count_several_short_gets_the_labels_count_not_one_more():
     # a count computed by an expression: not guessed
     computed = ONE_HOT.replace("NUM_CLASSES = 2", "NUM_CLASSES = len(names)")
     assert suggested_fix(computed, failed, "x.py") is None
+
+
+def _notes(line: int, function: str, *values: str) -> str:
+    return ("- The values the run saw where it failed (innermost frame first):\n"
+            f"  x.py:{line} in {function}\n" + "".join(f"    {v}\n" for v in values))
+
+
+def _runs(code: str) -> dict:
+    namespace: dict = {}
+    exec(compile(code, "x.py", "exec"), namespace)
+    return namespace
+
+
+FLATTENED = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(12, 3)
+        def forward(self, x):
+            x = torch.flatten(x)
+            return self.fc(x)
+    y = Net()(torch.zeros(5, 3, 4))
+""")
+
+
+@pytest.mark.parametrize("flatten, kept", [("torch.flatten(x)", "torch.flatten(x, 1)"),
+                                           ("x.view(-1)", "x.view(x.size(0), -1)"),
+                                           ("x.reshape(1, -1)", "x.reshape(x.size(0), -1)"),
+                                           ("x.flatten()", "x.flatten(1)")])
+def test_a_flatten_over_the_batch_keeps_the_first_dimension(flatten, kept):
+    code = FLATTENED.replace("torch.flatten(x)", flatten)
+    error = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x60 and 12x3)"
+    s = suggested_fix(code, _failed(error, 9, "forward"), "x.py")
+    assert s is not None and s.rule == "flatten_batch" and s.early and f"x = {kept}\n" in s.code
+    assert tuple(_runs(s.code)["y"].shape) == (5, 3)
+    # a width that is no multiple of the layer's, or more than one row: the layer's width is the question
+    other = _failed("RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x61 and 12x3)", 9, "forward")
+    assert (s2 := suggested_fix(code, other, "x.py")) is None or s2.rule != "flatten_batch"
+    rows = _failed("RuntimeError: mat1 and mat2 shapes cannot be multiplied (5x24 and 12x3)", 9, "forward")
+    assert (s3 := suggested_fix(code, rows, "x.py")) is None or s3.rule != "flatten_batch"
+
+
+def test_a_loss_class_given_the_tensors_is_built_first_then_called():
+    code = ("import torch\nimport torch.nn as nn\nout, y = torch.randn(4, 3), torch.tensor([0, 1, 2, 0])\n"
+            "loss = nn.CrossEntropyLoss(out, y)\n")
+    s = suggested_fix(code, _failed("RuntimeError: Boolean value of Tensor with more than one value is ambiguous",
+                                    4), "x.py")
+    assert s is not None and s.rule == "module_call" and s.sure
+    assert "loss = nn.CrossEntropyLoss()(out, y)\n" in s.code and _runs(s.code)["loss"].ndim == 0
+    # another module class is moved only when the values show it was given tensors
+    relu = "import torch\nimport torch.nn as nn\nx = torch.randn(4)\nh = nn.ReLU(x)\n"
+    failed = _failed("RuntimeError: Boolean value of Tensor with more than one value is ambiguous", 4)
+    assert suggested_fix(relu, failed, "x.py") is None
+    shown = failed.model_copy(update={"error_notes": _notes(4, "<module>", "x = torch tensor, shape [4], float32")})
+    s = suggested_fix(relu, shown, "x.py")
+    assert s is not None and "h = nn.ReLU()(x)\n" in s.code
+
+
+GRU = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, 4)
+            self.gru = nn.GRU(4, 8)
+            self.head = nn.Linear(8, 2)
+        def forward(self, tokens):
+            x = self.emb(tokens)
+            h = torch.tanh(self.head.weight.new_zeros(1))
+            _, h_n = self.gru(x)
+            last = h_n[-1]
+            last += h
+            return self.head(last)
+    VOCAB, LEN = 10, 7
+    tokens = torch.randint(1, VOCAB + 1, (5, LEN))
+""")
+
+
+def test_a_recurrent_layer_fed_batch_first_input_gets_batch_first():
+    error = "ValueError: Expected input batch_size (7) to match target batch_size (5)."
+    s = suggested_fix(GRU, _failed(error, 20), "x.py")
+    assert s is not None and s.rule == "batch_first" and s.early
+    assert "self.gru = nn.GRU(4, 8, batch_first=True)\n" in s.code
+    # code that puts time first on purpose is left alone
+    assert suggested_fix(GRU.replace("x = self.emb(tokens)", "x = self.emb(tokens).transpose(0, 1)"),
+                         _failed(error, 20), "x.py") is None
+
+
+def test_an_embedding_smaller_than_its_ids_gets_the_largest_id_plus_one_rows():
+    failed = _failed("IndexError: index out of range in self", 10, "forward").model_copy(update={"error_notes": _notes(
+        10, "forward", "tokens = torch tensor, shape [5, 7], int64, min 1, max 10", "VOCAB = 10")})
+    s = suggested_fix(GRU.replace("VOCAB, LEN = 10, 7", "VOCAB = 10\nLEN = 7"), failed, "x.py")
+    assert s is not None and s.rule == "embedding_size" and s.early
+    assert "self.emb = nn.Embedding(VOCAB + 1, 4)\n" in s.code
+    # the name assigned in a tuple: its value read from the values at the crash
+    s = suggested_fix(GRU, failed, "x.py")
+    assert s is not None and "nn.Embedding(VOCAB + 1, 4)" in s.code
+    # ids the table already covers: not this
+    inside = failed.model_copy(update={"error_notes": failed.error_notes.replace("max 10", "max 9")})
+    assert suggested_fix(GRU, inside, "x.py") is None
+
+
+def test_in_place_tensor_operations_in_forward_become_new_tensors():
+    code = GRU.replace("self.gru = nn.GRU(4, 8)", "self.gru = nn.GRU(4, 8, batch_first=True)").replace(
+        "nn.Embedding(VOCAB, 4)", "nn.Embedding(VOCAB + 1, 4)") + "Net()(tokens).sum().backward()\n"
+    code = code.replace("        return self.head(last)\n",
+                        "        last.mul_(2)\n        return self.head(nn.ReLU(inplace=True)(last))\n")
+    error = ("RuntimeError: one of the variables needed for gradient computation has been modified by an inplace "
+             "operation: [torch.FloatTensor [5, 8]], which is output 0 of SelectBackward0, is at version 1")
+    s = suggested_fix(code, _failed(error, 19), "x.py")
+    assert s is not None and s.rule == "inplace_grad" and s.sure
+    assert "last = last + (h)\n" in s.code and "last = last.mul(2)\n" in s.code and "inplace=False" in s.code
+    _runs(s.code)  # backward runs
+    assert suggested_fix(code.replace("last += h", "last = last + h").replace("last.mul_(2)", "pass").replace(
+        "inplace=True", ""), _failed(error, 19), "x.py") is None
+
+
+@pytest.mark.parametrize("library, error, keyword", [
+    ("numpy", "ValueError: operands could not be broadcast together with shapes (6,3) (6,) ", "keepdims"),
+    ("torch", "RuntimeError: The size of tensor a (3) must match the size of tensor b (6) at non-singleton "
+              "dimension 1", "keepdim")])
+def test_a_reduction_that_lost_its_axis_keeps_it(library, error, keyword):
+    make = "np.ones((6, 3))" if library == "numpy" else "torch.ones(6, 3)"
+    code = (f"import numpy as np\nimport torch\ndef softmax(z):\n    e = np.exp(z) if isinstance(z, np.ndarray) "
+            f"else torch.exp(z)\n    return e / e.sum(axis=1)\np = softmax({make})\n")
+    if library == "torch":
+        code = code.replace("e.sum(axis=1)", "e.sum(dim=1)")
+    s = suggested_fix(code, _failed(error, 5, "softmax"), "x.py")
+    assert s is not None and s.rule == "keep_dims" and s.early and f"{keyword}=True)" in s.code
+    p = _runs(s.code)["p"]
+    assert tuple(p.shape) == (6, 3) and abs(float(p.sum()) - 6.0) < 1e-5
+    # shapes that differ by more than a lost axis: not this
+    wide = _failed("ValueError: operands could not be broadcast together with shapes (6,3) (4,) ", 5, "softmax")
+    assert suggested_fix(code, wide, "x.py") is None or suggested_fix(code, wide, "x.py").rule != "keep_dims"
