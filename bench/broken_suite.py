@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SUITES = {"pointcloud": "pointcloud_classification", "image": "image_classification",
           "sentiment": "sentiment_classification"}
 # suites of standalone scripts (bench/broken/<suite>/bases/*.py), for `researchloop debug` (bench/debug_bench.py)
-SCRIPT_SUITES = ("scripts_dev", "scripts_heldout", "scripts_heldout2")
+SCRIPT_SUITES = ("scripts_dev", "scripts_heldout", "scripts_heldout2", "scripts_heldout3")
 
 
 class SuiteError(ValueError):
