@@ -189,7 +189,9 @@ class IdeationSpec(BaseModel):
                         "rank them by a pairwise LLM tournament (both orders, ELO; Chain-of-Ideas' Idea Arena, "
                         "assets/filtered_ideas/arena.py) and filter the best rated first")
     candidates: int | None = Field(None, ge=1, le=12, description="ideas each LLM idea source is asked for per "
-                                   "round; empty: budget.ideas_per_round. More than the budget gives the filters, "
+                                   "round; empty: the places the round leaves the LLM's ideas (budget."
+                                   "ideas_per_round less the tuning source's moves; a round the filters leave "
+                                   "short asks again, `refills`). More than the budget gives the filters, "
                                    "and the Arena when `arena` is on, candidates to choose the round's ideas from "
                                    "(Chain-of-Ideas proposes many and keeps the best rated)")
     refills: int = Field(2, ge=0, le=5, description="when the filters leave a round with fewer than "

@@ -11,6 +11,7 @@ from assets.ideas.generation import (
     card_ideas,
     drafts_to_ideas,
     idea_tokens,
+    ideas_asked,
     merge_paths,
     prompt_inputs,
     read_history,
@@ -57,11 +58,11 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     spec = captured.spec
     cfg = spec.ideation
     budget = spec.budget.ideas_per_round
-    n = cfg.candidates or budget  # ideas asked of each LLM source
     history = read_history(store, topic, round_key)
     kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
     head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, rt.code)
     taken = set(history.names)
+    n = ideas_asked(cfg, history, budget, rt.code, topic, round_key, taken)  # ideas asked of each LLM source
     tuned = tunes(cfg.sources, rt.code)  # the LLM's ideas then leave the hyper-parameter values to the moves
     errors, paths, retrieval, chained = {}, {}, None, None
     card_count = 0  # method cards the ranking source's prompt showed
