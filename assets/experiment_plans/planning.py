@@ -85,11 +85,29 @@ def carry_plan(spec: TopicSpec, code: str, idea: FilteredIdea) -> ExperimentPlan
                           "the seeds' verdict says whether it still does on this reference")
 
 
+def card_plan(spec: TopicSpec, code: str, idea: FilteredIdea) -> ExperimentPlan | None:
+    """The plan of an idea that applies a method card, written without the LLM: the card says what
+    the method changes (the patch prompt carries it) and the idea where (`code_place`), so the plan
+    is the idea's experiment at the parts its place names. None when the place names no part of the
+    file (the LLM plans it then)."""
+    if idea.method_card is None or not (idea.code_place or "").strip():
+        return None
+    functions = plan_functions(code, idea.code_place)
+    if not functions:
+        return None
+    return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment], location=idea.code_place,
+                          evaluation=spec.metric.name, functions=functions,
+                          expected_effect=f"{spec.metric.name} improves by the method of {idea.method_card}: "
+                          "the seeds' verdict says whether it does")
+
+
 def make_plan(spec: TopicSpec, code: str, idea: FilteredIdea, llm: LLM) -> ExperimentPlan:
     if idea.tuning is not None:
         return tuning_plan(spec, idea)
     if idea.carry is not None:
         return carry_plan(spec, code, idea)
+    if (planned := card_plan(spec, code, idea)) is not None:
+        return planned
     res = llm.complete(plan_prompts.plan(code, spec.metric.name, idea.name, idea.title, idea.experiment, idea.summary,
                                          definitions=describe_definitions(code), data=topic_data(spec)),
                        stage="experiment_plans", schema=PlanDraft, max_tokens=400, item=idea.idea_id)

@@ -306,6 +306,25 @@ def test_plan_and_patch_of_a_move_ask_no_llm(spec):
     assert gone.status == "not_applied" and "not in the code at 5" in gone.reason
 
 
+def test_an_idea_applying_a_card_at_a_named_place_is_planned_without_the_llm(spec):
+    from schemas.records import FilteredIdea
+
+    code = ("import torch.nn as nn\nEPOCHS = 5\nclass Net(nn.Module):\n    def forward(self, x):\n        return x\n"
+            "def train(model):\n    pass\n")
+    idea = FilteredIdea(idea_id="t/r1/drop", topic="t", round="r1", name="drop", title="Dropout",
+                        experiment="Add dropout before the head.", summary="s", max_similarity=0.0,
+                        independent=True, kept=True, method_card="srivastava2014dropout",
+                        code_place="the forward method of Net")
+    plan = make_plan(spec, code, idea, llm=None)  # None: any LLM call would fail
+    assert plan.functions == ["Net"] and plan.changes == ["Add dropout before the head."]
+    assert plan.location == "the forward method of Net" and "srivastava2014dropout" in plan.expected_effect
+    # a place that names no part of the file, or an idea without a card: the LLM plans it
+    for other in (idea.model_copy(update={"code_place": "somewhere sensible"}),
+                  idea.model_copy(update={"method_card": None})):
+        with pytest.raises(AttributeError):
+            make_plan(spec, code, other, llm=None)
+
+
 def test_sources_accept_tuning(tmp_path):
     spec = load_topic(make_topic(tmp_path, "toy", {**VALID, "ideation": {"sources": ["ranking", "tuning"],
                                                                          "tuning_moves": 2}}))
