@@ -11,6 +11,7 @@ from assets.editing.repairs import (
     class_count,
     closest_name,
     concat_dim,
+    detach_numpy,
     embedding_size,
     extra_positional,
     feature_matrix,
@@ -32,15 +33,16 @@ from assets.editing.repairs import (
     split_names,
     target_dtype,
     task_sibling,
+    uncalled_method,
     view_size,
 )
 from assets.editing.repairs.base import Candidate, Failure, Rule
 
 RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
-    keyword, extra_positional, module_call, inplace_grad, moved_import, interpreter, closest_name, parameter_value,
-    target_dtype, module_list, input_dtype, feature_matrix, class_count, embedding_size, view_size, flatten_batch,
-    linear_in, concat_dim, keep_dims, split_names, batch_first))
+    keyword, extra_positional, module_call, inplace_grad, detach_numpy, uncalled_method, moved_import, interpreter,
+    closest_name, parameter_value, target_dtype, module_list, input_dtype, feature_matrix, class_count, embedding_size,
+    view_size, flatten_batch, linear_in, concat_dim, keep_dims, split_names, batch_first))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

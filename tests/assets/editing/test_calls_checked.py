@@ -666,3 +666,33 @@ def test_a_reduction_that_lost_its_axis_keeps_it(library, error, keyword):
     # shapes that differ by more than a lost axis: not this
     wide = _failed("ValueError: operands could not be broadcast together with shapes (6,3) (4,) ", 5, "softmax")
     assert suggested_fix(code, wide, "x.py") is None or suggested_fix(code, wide, "x.py").rule != "keep_dims"
+
+
+def test_a_tensor_that_requires_grad_is_detached_before_numpy():
+    error = "RuntimeError: Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+    code = ("import numpy as np\nimport torch\nw = torch.ones(3, requires_grad=True)\npred = w * 2\n"
+            "scores = pred.numpy()\nkept = pred.detach().numpy()\n")
+    s = suggested_fix(code, _failed(error, 5), "x.py")
+    assert s is not None and s.rule == "detach_numpy" and s.sure and "scores = pred.detach().numpy()\n" in s.code
+    assert list(_runs(s.code)["scores"]) == [2.0, 2.0, 2.0]
+    # handed to NumPy: the tensor the values show requiring grad is detached there
+    handed = code.replace("scores = pred.numpy()", "scores = np.asarray(pred)")
+    failed = _failed(error, 5).model_copy(update={"error_notes": _notes(
+        5, "<module>", "pred = torch tensor, shape [3], float32, requires grad, min 2, max 2")})
+    s = suggested_fix(handed, failed, "x.py")
+    assert s is not None and "scores = np.asarray(pred.detach())\n" in s.code
+    assert suggested_fix(handed, _failed(error, 5), "x.py") is None  # without the values: not told which
+
+
+def test_a_method_passed_where_its_result_was_meant_is_called():
+    code = ("import torch\nimport torch.nn as nn\nmodel = nn.Linear(2, 1)\n"
+            "opt = torch.optim.SGD(model.parameters, lr=0.1)\n")
+    s = suggested_fix(code, _failed("TypeError: 'method' object is not iterable", 4), "x.py")
+    assert s is not None and s.rule == "uncalled_method" and s.sure
+    assert "torch.optim.SGD(model.parameters(), lr=0.1)" in s.code and _runs(s.code)["opt"] is not None
+    loop = "d = {'a': 1}\nfor k, v in d.items:\n    print(k, v)\n"
+    s = suggested_fix(loop, _failed("TypeError: 'builtin_function_or_method' object is not iterable", 2), "x.py")
+    assert s is not None and "for k, v in d.items():" in s.code
+    # two candidates on the line: not told which
+    two = "d = {'a': 1}\npairs = list(zip(d.keys, d.values))\n"
+    assert suggested_fix(two, _failed("TypeError: 'method' object is not iterable", 2), "x.py") is None
