@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import REGISTRY
+from bench.broken_suite import SCRIPT_SUITES
 from bench.pages import PAGES, RESULTS, ROOT, find_section
 
 ARCHIVE = "archive"
@@ -243,7 +244,7 @@ def repair() -> Figure:
 def debug_scripts() -> Figure:
     q = "... and standalone scripts with one classic bug (`researchloop debug`)?"
     parts, records, sections, samples = [], [], [], []
-    for suite in ("scripts_dev", "scripts_heldout", "scripts_heldout2"):
+    for suite in SCRIPT_SUITES:
         path = f"bench/records/debug_{suite}.json"
         if (rec := _load(path)) is None:
             continue
