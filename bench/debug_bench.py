@@ -193,6 +193,9 @@ def render(rec: dict) -> str:
                      f"{r['wall_s']:.0f} | {r['llm'].get('completion_tokens', 0)} |")
     lines += ["", "Bases: " + "; ".join(f"{b}: {tuple(x['result']) if x['result'] else 'no RESULT'}"
                                         for b, x in rec["bases"].items())]
+    extra = [f"- Commit ({k}): {v}" for k, v in (rec.get("commits") or {}).items()]
+    extra += [f"- {n}" for n in rec.get("notes") or []]
+    lines += ["", *extra] if extra else []
     return "\n".join(lines)
 
 
