@@ -11,6 +11,7 @@ from assets.editing.repairs import (
     class_count,
     closest_name,
     concat_dim,
+    conv_channels,
     detach_numpy,
     embedding_size,
     extra_positional,
@@ -42,7 +43,7 @@ RULES: tuple[Rule, ...] = tuple(m.RULE for m in (
     forgotten_import, missing_import, task_sibling, missing_folder, shadowed_import,
     keyword, extra_positional, module_call, inplace_grad, detach_numpy, uncalled_method, moved_import, interpreter,
     closest_name, parameter_value, target_dtype, module_list, input_dtype, feature_matrix, class_count, embedding_size,
-    view_size, flatten_batch, linear_in, concat_dim, keep_dims, split_names, batch_first))
+    view_size, flatten_batch, linear_in, conv_channels, concat_dim, keep_dims, split_names, batch_first))
 
 __all__ = ["RULES", "Candidate", "Failure", "Rule", "rule"]
 

@@ -2,14 +2,24 @@
 (`loss = nn.CrossEntropyLoss(logits, y)`: the tensors land in the constructor's options, and the
 run fails with "Boolean value of Tensor with more than one value is ambiguous" or a type error):
 the module is built without arguments and then called with them (`nn.CrossEntropyLoss()(logits,
-y)`). A loss class never takes tensors when it is built; another module class is moved only when
-the values at the crash show every positional argument is a tensor. Sure: a module class called
-with tensors has no other reading."""
+y)`); where the class itself was kept under a name that the failing line calls
+(`loss_fn = nn.MSELoss`), the assignment builds it (`nn.MSELoss()`). A loss class never takes
+tensors when it is built; another module class is moved only when the values at the crash show
+every positional argument is a tensor. Sure: a module class called with tensors has no other
+reading."""
 from __future__ import annotations
 
 import ast
 
-from assets.editing.repairs.base import Candidate, Failure, Rule, calls_on_line, frame_values, replace_on_line
+from assets.editing.repairs.base import (
+    Candidate,
+    Failure,
+    Rule,
+    attribute_name,
+    calls_on_line,
+    frame_values,
+    replace_on_line,
+)
 
 SIGNS = ("Boolean value of Tensor with more than one value is ambiguous", "__init__() takes",
          "__init__() got multiple values", "got an unexpected keyword argument", "must be bool, not Tensor",
@@ -18,7 +28,12 @@ SIGNS = ("Boolean value of Tensor with more than one value is ambiguous", "__ini
 
 def _module_class(call: ast.Call) -> str | None:
     """The class name when the call builds a torch.nn class (`nn.MSELoss`, `torch.nn.ReLU`)."""
-    func = ast.unparse(call.func)
+    return _class_name(call.func)
+
+
+def _class_name(node: ast.expr) -> str | None:
+    """The class name when `node` names a torch.nn class (`nn.MSELoss`, `torch.nn.ReLU`)."""
+    func = ast.unparse(node)
     for prefix in ("nn.", "torch.nn."):
         if func.startswith(prefix) and "." not in func[len(prefix):] and func[len(prefix):][:1].isupper():
             return func[len(prefix):]
@@ -41,6 +56,24 @@ def built_then_called(code: str, line: int, values: dict[str, str]) -> tuple[str
         new = f"{ast.unparse(call.func)}()({args})"
         return replace_on_line(code, call, new), (f"line {call.lineno}: {ast.unparse(call)} -> {new} (the module "
                                                   "is built first, then called with the tensors)")
+    return kept_class(tree, code, line)
+
+
+def kept_class(tree: ast.Module, code: str, line: int) -> tuple[str, str] | None:
+    """The class itself kept where a module was meant (`loss_fn = nn.MSELoss`, then `loss_fn(pred, y)`
+    on the failing line): the assignment builds it (`nn.MSELoss()`)."""
+    kept: dict[str, ast.expr] = {}  # the name a value is kept under -> the torch.nn class it was given
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := attribute_name(node.targets[0]))
+                and _class_name(node.value) is not None and node.value.end_col_offset is not None):
+            kept[name] = node.value
+    for call in calls_on_line(tree, line):
+        value = kept.get(attribute_name(call.func) or "")
+        if value is None or not call.args:
+            continue
+        new = f"{ast.unparse(value)}()"
+        return replace_on_line(code, value, new), (f"line {value.lineno}: {ast.unparse(value)} -> {new} (the class "
+                                                   "was kept where its module was meant: built here)")
     return None
 
 

@@ -696,3 +696,41 @@ def test_a_method_passed_where_its_result_was_meant_is_called():
     # two candidates on the line: not told which
     two = "d = {'a': 1}\npairs = list(zip(d.keys, d.values))\n"
     assert suggested_fix(two, _failed("TypeError: 'method' object is not iterable", 2), "x.py") is None
+
+
+def test_a_loss_class_kept_where_its_module_was_meant_is_built():
+    code = ("import torch\nimport torch.nn as nn\nloss_fn = nn.MSELoss\npred, y = torch.zeros(4), torch.ones(4)\n"
+            "loss = loss_fn(pred, y)\n")
+    s = suggested_fix(code, _failed("RuntimeError: Boolean value of Tensor with more than one value is ambiguous",
+                                    5), "x.py")
+    assert s is not None and s.rule == "module_call" and "loss_fn = nn.MSELoss()\n" in s.code
+    assert float(_runs(s.code)["loss"]) == 1.0
+
+
+CONV = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(1, 4, 3)
+        def forward(self, x):
+            return self.conv(x)
+    y = Net()(torch.zeros(8, 20))
+""")
+
+
+def test_a_convolution_given_another_channel_count_gets_the_dimension_or_the_count():
+    error = ("RuntimeError: Given groups=1, weight of size [4, 1, 3], expected input[1, 8, 20] to have 1 channels, "
+             "but got 8 channels instead")
+    failed = _failed(error, 8, "forward").model_copy(update={"error_notes": _notes(
+        8, "forward", "x = torch tensor, shape [8, 20], float32")})
+    s = suggested_fix(CONV, failed, "x.py")
+    assert s is not None and s.rule == "conv_channels" and s.early and "return self.conv(x.unsqueeze(1))" in s.code
+    assert tuple(_runs(s.code)["y"].shape) == (8, 4, 18)
+    # a batched input with more channels than the layer was built for: its in_channels
+    wide = CONV.replace("torch.zeros(8, 20)", "torch.zeros(8, 2, 20)")
+    error2 = ("RuntimeError: Given groups=1, weight of size [4, 1, 3], expected input[8, 2, 20] to have 1 channels, "
+              "but got 2 channels instead")
+    s = suggested_fix(wide, _failed(error2, 8, "forward"), "x.py")
+    assert s is not None and "nn.Conv1d(2, 4, 3)" in s.code and tuple(_runs(s.code)["y"].shape) == (8, 4, 18)
