@@ -67,6 +67,27 @@ def plan_functions(code: str, *texts: str) -> list[str]:
     return hit
 
 
+def calling_parts(code: str, text: str) -> list[str]:
+    """The definitions (or MODULE) of `code` holding a call of a name `text` mentions
+    (`make_pipeline` -> the function that builds the pipeline), in file order."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    hit: list[str] = []
+    for node in tree.body:
+        name = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else MODULE
+        for call in ast.walk(node):
+            if not isinstance(call, ast.Call):
+                continue
+            f = call.func
+            called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+            if called in words and name not in hit:
+                hit.append(name)
+    return hit
+
+
 def tuning_plan(spec: TopicSpec, idea: FilteredIdea) -> ExperimentPlan:
     """The plan of a tuning move, written without the LLM: the move is the whole change."""
     m, p = idea.tuning, idea.tuning.paired
@@ -89,10 +110,11 @@ def card_plan(spec: TopicSpec, code: str, idea: FilteredIdea) -> ExperimentPlan 
     """The plan of an idea that applies a method card, written without the LLM: the card says what
     the method changes (the patch prompt carries it) and the idea where (`code_place`), so the plan
     is the idea's experiment at the parts its place names. None when the place names no part of the
-    file (the LLM plans it then)."""
+    file (the LLM plans it then): a definition, a method, top-level code, or a call the file makes
+    (the part holding it)."""
     if idea.method_card is None or not (idea.code_place or "").strip():
         return None
-    functions = plan_functions(code, idea.code_place)
+    functions = plan_functions(code, idea.code_place) or calling_parts(code, idea.code_place)
     if not functions:
         return None
     return ExperimentPlan(idea_id=idea.idea_id, name=idea.name, changes=[idea.experiment], location=idea.code_place,

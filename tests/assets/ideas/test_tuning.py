@@ -318,6 +318,10 @@ def test_an_idea_applying_a_card_at_a_named_place_is_planned_without_the_llm(spe
     plan = make_plan(spec, code, idea, llm=None)  # None: any LLM call would fail
     assert plan.functions == ["Net"] and plan.changes == ["Add dropout before the head."]
     assert plan.location == "the forward method of Net" and "srivastava2014dropout" in plan.expected_effect
+    # a place that names a call the file makes: the part that holds it
+    called = idea.model_copy(update={"code_place": "make_pipeline"})
+    piped = code + "def build():\n    return make_pipeline(StandardScaler(), Ridge())\n"
+    assert make_plan(spec, piped, called, llm=None).functions == ["build"]
     # a place that names no part of the file, or an idea without a card: the LLM plans it
     for other in (idea.model_copy(update={"code_place": "somewhere sensible"}),
                   idea.model_copy(update={"method_card": None})):
