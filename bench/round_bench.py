@@ -220,7 +220,8 @@ def render(rec: dict) -> str:
         *([f"Measured at commit {rec['commit']}."] if rec.get("commit") else []),
         *([f"Before (record `{b['record']}`, commit {b['commit']}): one loop {b['one_wall_s']:.0f} s, two side by "
            f"side {b['two_wall_s']:.0f} s ({b['two_over_one']:.2f}x)."] if (b := rec.get("before")) else []),
-        *([""] if rec.get("commit") or rec.get("before") else []),
+        *([rec["note"]] if rec.get("note") else []),
+        *([""] if rec.get("commit") or rec.get("before") or rec.get("note") else []),
         *_table(rec["one"]["stages"]),
         "",
         (f"Two loops side by side: {rec['two_wall_s']:.0f} s, {rec['two_over_one']:.2f}x the one loop's wall time "
