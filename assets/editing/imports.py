@@ -18,7 +18,16 @@ ALIASES = {"np": "import numpy as np", "pd": "import pandas as pd", "plt": "impo
            # the standard library's modules ML scripts use by their own name (3.11 does not say "Did you forget")
            **{m: f"import {m}" for m in ("json", "os", "sys", "math", "time", "random", "re", "csv", "pickle", "copy",
                                          "shutil", "glob", "argparse", "itertools", "functools", "collections",
-                                         "logging", "warnings", "datetime", "statistics")}}
+                                         "logging", "warnings", "datetime", "statistics")},
+           # and the standard library's classes and functions they use by name (not math's: `log` or
+           # `exp` in array code means NumPy's)
+           **{n: f"from {m} import {n}" for m, names in (
+               ("collections", ("Counter", "defaultdict", "OrderedDict", "namedtuple", "deque")),
+               ("pathlib", ("Path",)), ("functools", ("partial", "reduce", "lru_cache")),
+               ("dataclasses", ("dataclass", "field", "asdict")),
+               ("itertools", ("product", "combinations", "permutations", "chain", "islice")),
+               ("typing", ("List", "Dict", "Tuple", "Optional", "Any", "Callable")),
+               ("copy", ("deepcopy",))) for n in names}}
 
 # names a module has without binding them
 _MODULE_NAMES = {"__file__", "__name__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__",

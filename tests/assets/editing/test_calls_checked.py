@@ -734,3 +734,10 @@ def test_a_convolution_given_another_channel_count_gets_the_dimension_or_the_cou
               "but got 2 channels instead")
     s = suggested_fix(wide, _failed(error2, 8, "forward"), "x.py")
     assert s is not None and "nn.Conv1d(2, 4, 3)" in s.code and tuple(_runs(s.code)["y"].shape) == (8, 4, 18)
+
+
+def test_a_standard_library_class_used_by_name_gets_its_import():
+    code = "labels = [1, 2, 2]\ncounts = Counter(labels)\n"
+    s = suggested_fix(code, _failed("NameError: name 'Counter' is not defined", 2), "x.py")
+    assert s is not None and s.rule == "missing_import" and "from collections import Counter\n" in s.code
+    assert _runs(s.code)["counts"][2] == 2
