@@ -226,6 +226,7 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
     # how many apply a method card, and how many verified improvements they made
     llm_kept = [i for i in kept if i.source != "tuning"]
     ran_ids = {r.idea_id for r in runs if r.status == "success"}
+    llm_wins = [f for f in fb if f.verdict == "improvement" and source_of.get(f.idea_id, "tuning") != "tuning"]
     row = {
         "topic": topic, "round": rk, "budget": budget,
         "proposed": len(ideas), "proposed_refill": sum(i.proposal > 0 for i in ideas), "proposals": n_props,
@@ -247,12 +248,10 @@ def summarise_round(recs: dict, *, topic: str, rk: str, goal: str, budget: int, 
         "kept_by_source": dict(Counter(i.source for i in kept)),
         "kept_llm": len(llm_kept), "kept_llm_ran": sum(i.idea_id in ran_ids for i in llm_kept),
         "kept_llm_card": sum(bool(i.method_card) for i in llm_kept),
-        "improvements_llm": sum(f.verdict == "improvement" and source_of.get(f.idea_id, "tuning") != "tuning"
-                                for f in fb),
+        "improvements_llm": len(llm_wins),
         # of those, the ones whose run did not take COMPUTE_FLAG times the reference's (more compute in disguise)
-        "improvements_llm_same_compute": sum(
-            f.verdict == "improvement" and source_of.get(f.idea_id, "tuning") != "tuning"
-            and (f.compute_ratio is None or f.compute_ratio < COMPUTE_FLAG) for f in fb),
+        "improvements_llm_same_compute": sum(f.compute_ratio is None or f.compute_ratio < COMPUTE_FLAG
+                                             for f in llm_wins),
         "reference": fb[0].reference if fb else None,
         "full_budget": n_kept >= budget and len(fb) >= budget,
         "baseline": _r(fb[0].baseline_value) if fb else None,

@@ -50,13 +50,18 @@ def describe_definitions(code: str) -> str:
     return "\n".join(lines)
 
 
+def _words(text: str) -> set[str]:
+    """The identifiers a text mentions."""
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+
+
 def plan_functions(code: str, *texts: str) -> list[str]:
     """The definitions of `code` the plan's texts name (a word match of a function, class or
     method name; a method stands for its class), in file order, and MODULE when they name a
     top-level variable or the script's top-level code."""
     defs = definitions(code)
     text = "\n".join(texts)
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text.replace(MODULE, " __module__ ")))
+    words = _words(text.replace(MODULE, " __module__ "))
     hit = []
     for name, methods in defs.items():
         if name == MODULE:
@@ -74,7 +79,7 @@ def calling_parts(code: str, text: str) -> list[str]:
         tree = ast.parse(code)
     except SyntaxError:
         return []
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    words = _words(text)
     hit: list[str] = []
     for node in tree.body:
         name = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else MODULE

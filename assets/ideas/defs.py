@@ -62,17 +62,19 @@ def ideas(context: dg.AssetExecutionContext, papers: pl.DataFrame, paper_ranking
     kept, refs, effective = prompt_inputs(papers, paper_rankings, history)
     head = (spec.title, spec.description, spec.metric.name, spec.metric.goal, rt.code)
     taken = set(history.names)
-    n = ideas_asked(cfg, history, budget, rt.code, topic, round_key, taken)  # ideas asked of each LLM source
+    places = round_places(cfg, history, budget).moves if "tuning" in cfg.sources else None
+    # hyper-parameter moves read from the code (no LLM call); beyond `places`: a reserve
+    moves = (tuning_ideas(rt.code, history, max(places, budget) if cfg.tuning_fill else places, topic, round_key,
+                          taken) if places is not None else [])
+    n = ideas_asked(cfg, budget, places, len(moves))  # ideas asked of each LLM source
     tuned = tunes(cfg.sources, rt.code)  # the LLM's ideas then leave the hyper-parameter values to the moves
     errors, paths, retrieval, chained = {}, {}, None, None
     card_count = 0  # method cards the ranking source's prompt showed
     from_cards: list[Idea] = []  # the ranking source's ideas that apply one card each
     with llm.track("ideas") as usage:
         for source in cfg.sources:  # one request per source, in the topic's order
-            if source == "tuning":  # hyper-parameter moves read from the code: no LLM call
-                places = round_places(cfg, history, budget).moves
-                k = max(places, budget) if cfg.tuning_fill else places  # beyond `places`: a reserve
-                paths[source] = tuning_ideas(rt.code, history, k, topic, round_key, taken)
+            if source == "tuning":
+                paths[source] = moves
                 continue
             if source == "chains":  # one request per chain (assets/ideas/chains.py)
                 chained = chain_ideas(llm, embedder, literature, spec, head, papers, paper_rankings, history,

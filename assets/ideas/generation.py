@@ -357,19 +357,14 @@ def round_places(cfg, history: History, budget: int):
                          any(s in LLM_SOURCES for s in cfg.sources))
 
 
-def ideas_asked(cfg, history: History, budget: int, code: str, topic: str, round_key: str,
-                taken: Collection[str]) -> int:
+def ideas_asked(cfg, budget: int, places: int | None, moves: int) -> int:
     """Ideas each LLM source is asked for: `ideation.candidates` when set; else the places the round
-    leaves the LLM's ideas, the budget less the moves the tuning source has for its places (an idea
-    beyond them would be filtered out unread: a round the filters leave short asks again,
-    `ideation.refills`)."""
+    leaves the LLM's ideas, the budget less the tuning source's `places` it has `moves` for (None:
+    no tuning source). An idea beyond them would be filtered out unread; a round the filters leave
+    short asks again (`ideation.refills`)."""
     if cfg.candidates:
         return cfg.candidates
-    if "tuning" not in cfg.sources:
-        return budget
-    places = round_places(cfg, history, budget).moves
-    moves = len(tuning_ideas(code, history, places, topic, round_key, set(taken))) if places else 0
-    return max(1, budget - min(places, moves))
+    return budget if places is None else max(1, budget - min(places, moves))
 
 
 def tuning_ideas(code: str, history: History, k: int, topic: str, round_key: str, taken: set[str]) -> list[Idea]:

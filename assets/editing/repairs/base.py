@@ -109,10 +109,29 @@ def frame_values(notes: str) -> dict[str, str]:
     return values
 
 
+# an integer tensor's or array's range in its description ("int64, min 0, max 20")
+INT_RANGE = re.compile(r"int\d+, min -?\d+, max (?P<max>\d+)")
+
+
+def dims(text: str) -> list[int]:
+    """The sizes of a shape written "64, 32" (as in "[64, 32]" or "(64,32)")."""
+    return [int(d) for d in text.split(",") if d.strip()]
+
+
 def shape_of(about: str) -> list[int] | None:
     """The shape in a tensor's or array's description ("torch tensor, shape [64, 32], float32")."""
     m = SHAPE.search(about)
-    return [int(d) for d in m["dims"].split(",") if d.strip()] if m else None
+    return dims(m["dims"]) if m else None
+
+
+def last_value(tree: ast.Module, name: str) -> ast.expr | None:
+    """The value of the last plain one-line assignment to `name` (`NUM_CLASSES = 9`); None without one."""
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
+               and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
+    if not assigns:
+        return None
+    v = max(assigns, key=lambda n: n.lineno).value
+    return v if v.lineno == v.end_lineno and v.end_col_offset is not None else None
 
 
 def calls_on_line(tree: ast.AST, line: int) -> list[ast.Call]:

@@ -9,22 +9,20 @@ from __future__ import annotations
 import ast
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule, calls_on_line, frame_values, replace_on_line
+from assets.editing.repairs.base import (
+    INT_RANGE,
+    Candidate,
+    Failure,
+    Rule,
+    calls_on_line,
+    frame_values,
+    last_value,
+    replace_on_line,
+)
 
 OUT_OF_BOUNDS = re.compile(r"Target (?P<t>\d+) is out of bounds")
 ONE_HOT = "Class values must be smaller than num_classes"
-MAX = re.compile(r"int\d+, min -?\d+, max (?P<max>\d+)")
 INT_VALUE = re.compile(r"^\s{4}(?P<name>[A-Za-z_]\w*) = (?P<v>-?\d+)$", re.M)
-
-
-def _last_value(tree: ast.Module, name: str) -> ast.expr | None:
-    """The value of the last plain one-line assignment to `name` (`NUM_CLASSES = 9`); None without one."""
-    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
-               and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
-    if not assigns:
-        return None
-    v = max(assigns, key=lambda n: n.lineno).value
-    return v if v.lineno == v.end_lineno and v.end_col_offset is not None else None
 
 
 def one_more(code: str, values: str, target: int) -> tuple[str, str] | None:
@@ -36,7 +34,7 @@ def one_more(code: str, values: str, target: int) -> tuple[str, str] | None:
     except SyntaxError:
         return None
     for name in dict.fromkeys(names):
-        if (v := _last_value(tree, name)) is None:
+        if (v := last_value(tree, name)) is None:
             continue
         old = ast.unparse(v)
         new = str(target + 1) if isinstance(v, ast.Constant) else f"{old} + 1"
@@ -59,11 +57,11 @@ def one_hot_count(code: str, line: int, values: dict[str, str]) -> tuple[str, st
             continue
         count = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords
                                                                if k.arg == "num_classes"), None)
-        top = MAX.search(values.get(ast.unparse(call.args[0]), ""))
+        top = INT_RANGE.search(values.get(ast.unparse(call.args[0]), ""))
         if count is None or top is None:
             continue
         needed = int(top["max"]) + 1
-        where, name = (_last_value(tree, count.id), count.id) if isinstance(count, ast.Name) else (count, "num_classes")
+        where, name = (last_value(tree, count.id), count.id) if isinstance(count, ast.Name) else (count, "num_classes")
         if not isinstance(where, ast.Constant) or where.lineno != where.end_lineno or where.end_col_offset is None:
             continue
         return (replace_on_line(code, where, str(needed)),

@@ -20,6 +20,7 @@ from assets.editing.repairs.base import (
     Rule,
     call_arg,
     calls_on_line,
+    dims,
     frame_values,
     int_literal,
     replace_on_line,
@@ -30,10 +31,6 @@ from assets.editing.repairs.base import (
 CHANNELS = re.compile(r"weight of size \[(?P<w>[\d, ]+)\], expected input\[(?P<x>[\d, ]+)\] to have (?P<want>\d+) "
                       r"channels, but got (?P<got>\d+) channels")
 CONVS = ("Conv1d", "Conv2d", "Conv3d")
-
-
-def _dims(text: str) -> list[int]:
-    return [int(d) for d in text.split(",") if d.strip()]
 
 
 def with_channel_dim(code: str, line: int, weight: list[int], values: dict[str, str]) -> tuple[str, str] | None:
@@ -75,7 +72,7 @@ def apply(f: Failure) -> Candidate | None:
     m = CHANNELS.search(f.error)
     if m is None or f.frame is None:
         return None
-    weight, x, want, got = _dims(m["w"]), _dims(m["x"]), int(m["want"]), int(m["got"])
+    weight, x, want, got = dims(m["w"]), dims(m["x"]), int(m["want"]), int(m["got"])
     found = None
     if x and x[0] == 1 and len(x) == len(weight):  # possibly an unbatched sample: a missing channel dimension
         found = with_channel_dim(f.code, f.frame.line, weight, frame_values(f.failed.error_notes))

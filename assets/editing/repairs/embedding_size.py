@@ -8,17 +8,18 @@ from __future__ import annotations
 import ast
 
 from assets.editing.repairs.base import (
+    INT_RANGE,
     Candidate,
     Failure,
     Rule,
     calls_on_line,
     frame_values,
     int_literal,
+    last_value,
     layers_called,
     replace_on_line,
     torch_class,
 )
-from assets.editing.repairs.class_count import MAX, _last_value
 
 SIGN = "index out of range in self"
 
@@ -34,7 +35,7 @@ def _value(tree: ast.Module, node: ast.expr, values: dict[str, str]) -> int | No
         return v
     if not isinstance(node, ast.Name):
         return None
-    if (assigned := _last_value(tree, node.id)) is not None and (v := int_literal(assigned)) is not None:
+    if (assigned := last_value(tree, node.id)) is not None and (v := int_literal(assigned)) is not None:
         return v
     shown = values.get(node.id, "")
     return int(shown) if shown.lstrip("-").isdigit() else None
@@ -50,7 +51,7 @@ def grown_table(code: str, line: int, values: dict[str, str]) -> tuple[str, str]
         return None
     # the ids: the largest integer value among the arguments of the calls on the failing line
     tops = [int(m["max"]) for c in calls_on_line(tree, line) for a in c.args
-            if (m := MAX.search(values.get(ast.unparse(a), ""))) is not None]
+            if (m := INT_RANGE.search(values.get(ast.unparse(a), ""))) is not None]
     rows = tables[0].args[0] if tables[0].args else next((k.value for k in tables[0].keywords
                                                           if k.arg == "num_embeddings"), None)
     if not tops or rows is None or rows.lineno != rows.end_lineno or rows.end_col_offset is None:

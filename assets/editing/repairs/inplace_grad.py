@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from assets.editing.repairs.base import Candidate, Failure, Rule
+from assets.editing.repairs.base import Candidate, Failure, Rule, replace_on_line
 
 SIGN = "modified by an inplace operation"
 OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**",
@@ -49,12 +49,10 @@ def out_of_place(code: str) -> tuple[str, str] | None:
     edits = [(n, new) for n, new in edits if n.lineno == n.end_lineno and n.end_col_offset is not None]
     if not edits:
         return None
-    lines = code.splitlines(keepends=True)
     for node, new in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
-        raw = lines[node.lineno - 1].encode()
-        lines[node.lineno - 1] = (raw[:node.col_offset] + new.encode() + raw[node.end_col_offset:]).decode()
-    where = ", ".join(sorted({f"line {n.lineno}" for n, _ in edits}, key=lambda w: int(w.split()[1])))
-    return "".join(lines), f"{where}: in-place tensor operations in forward made new tensors"
+        code = replace_on_line(code, node, new)  # last first: the earlier edits' columns stay valid
+    where = ", ".join(f"line {n}" for n in sorted({node.lineno for node, _ in edits}))
+    return code, f"{where}: in-place tensor operations in forward made new tensors"
 
 
 def apply(f: Failure) -> Candidate | None:

@@ -9,16 +9,12 @@ from __future__ import annotations
 import ast
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule, calls_on_line, replace_on_line
+from assets.editing.repairs.base import Candidate, Failure, Rule, calls_on_line, dims, replace_on_line
 
 NUMPY = re.compile(r"operands could not be broadcast together with shapes \((?P<a>[\d,]*)\) \((?P<b>[\d,]*)\)")
 TORCH = re.compile(r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension")
 REDUCTIONS = {"sum", "mean", "max", "min", "amax", "amin", "std", "var", "prod", "logsumexp", "norm", "median",
               "nansum", "nanmean", "argmax", "argmin", "all", "any"}
-
-
-def _dims(text: str) -> list[int]:
-    return [int(d) for d in text.split(",") if d.strip()]
 
 
 def _axis_given(call: ast.Call, library_call: bool) -> bool:
@@ -56,7 +52,7 @@ def apply(f: Failure) -> Candidate | None:
     if f.frame is None:
         return None
     if (m := NUMPY.search(f.error)) is not None:
-        a, b = _dims(m["a"]), _dims(m["b"])
+        a, b = dims(m["a"]), dims(m["b"])
         big, small = (a, b) if len(a) > len(b) else (b, a)
         if not any(big[:i] + big[i + 1:] == small for i in range(len(big))):  # one side lost one axis
             return None

@@ -26,11 +26,6 @@ SIGNS = ("Boolean value of Tensor with more than one value is ambiguous", "__ini
          "not Tensor")
 
 
-def _module_class(call: ast.Call) -> str | None:
-    """The class name when the call builds a torch.nn class (`nn.MSELoss`, `torch.nn.ReLU`)."""
-    return _class_name(call.func)
-
-
 def _class_name(node: ast.expr) -> str | None:
     """The class name when `node` names a torch.nn class (`nn.MSELoss`, `torch.nn.ReLU`)."""
     func = ast.unparse(node)
@@ -46,7 +41,7 @@ def built_then_called(code: str, line: int, values: dict[str, str]) -> tuple[str
     except SyntaxError:
         return None
     for call in calls_on_line(tree, line):
-        name = _module_class(call)
+        name = _class_name(call.func)
         if name is None or not call.args or call.keywords or call.lineno != call.end_lineno:
             continue
         tensors = all(isinstance(a, ast.Name) and "tensor" in values.get(a.id, "") for a in call.args)

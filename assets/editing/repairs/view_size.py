@@ -8,7 +8,7 @@ import ast
 import math
 import re
 
-from assets.editing.repairs.base import Candidate, Failure, Rule, replace_on_line
+from assets.editing.repairs.base import Candidate, Failure, Rule, dims, replace_on_line
 
 INVALID = re.compile(r"shape '\[(?P<shape>[-\d, ]+)\]' is invalid for input of size (?P<size>\d+)")
 
@@ -42,7 +42,7 @@ def apply(f: Failure) -> Candidate | None:
     m = INVALID.search(f.error)
     if m is None or f.frame is None:
         return None
-    shape = [int(x) for x in m["shape"].split(",")]
+    shape = dims(m["shape"])
     found = inferred_size(f.code, f.frame.line, shape, int(m["size"]))
     return Candidate(*found, sure=False, early=True) if found is not None else None
 

@@ -256,16 +256,14 @@ def test_an_experiment_that_describes_no_change_gives_way_to_the_summary():
 
 def test_the_llm_sources_are_asked_for_the_places_the_tuning_moves_leave():
     """Ideas beyond the round's places would be filtered out unread: each LLM source is asked for
-    the budget less the moves the tuning source has, unless ideation.candidates says otherwise."""
-    from assets.ideas.generation import History, ideas_asked
+    the budget less the places the tuning source has moves for, unless ideation.candidates says otherwise."""
+    from assets.ideas.generation import ideas_asked
     from schemas.topic import IdeationSpec
 
-    code = "import torch\nEPOCHS = 3\nLR = 0.01\nfor e in range(EPOCHS):\n    pass\n"
     both = IdeationSpec(sources=["ranking", "tuning"])
-    assert ideas_asked(both, History(), 3, code, "t", "r1", set()) == 2  # one move: two places left
-    # code without a knob to move: the LLM has every place
-    assert ideas_asked(both, History(), 3, "print('no knobs')\n", "t", "r1", set()) == 3
-    assert ideas_asked(IdeationSpec(sources=["ranking"]), History(), 3, code, "t", "r1", set()) == 3
-    assert ideas_asked(IdeationSpec(sources=["ranking", "tuning"], candidates=6), History(), 3, code, "t", "r1",
-                       set()) == 6
-    assert ideas_asked(both, History(), 1, code, "t", "r1", set()) == 1  # at least one
+    assert ideas_asked(both, 3, 1, 3) == 2  # one place for a move, moves to fill it: two places left
+    assert ideas_asked(both, 3, 1, 0) == 3  # code without a knob to move: the LLM has every place
+    assert ideas_asked(both, 3, 2, 1) == 2  # two places, one move
+    assert ideas_asked(IdeationSpec(sources=["ranking"]), 3, None, 0) == 3  # no tuning source
+    assert ideas_asked(IdeationSpec(sources=["ranking", "tuning"], candidates=6), 3, 1, 3) == 6
+    assert ideas_asked(both, 1, 1, 1) == 1  # at least one

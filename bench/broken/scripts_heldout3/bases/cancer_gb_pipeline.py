@@ -1,7 +1,6 @@
 """Gradient boosting in a scikit-learn Pipeline on the bundled breast-cancer table (pandas),
 tuned with a cross-validated grid search."""
 import numpy as np
-import pandas as pd
 from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.feature_selection import SelectKBest, f_classif
